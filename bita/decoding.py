@@ -1,0 +1,180 @@
+"""BiTA decoding with a KV cache: prefill, then one verify-and-draft forward pass per step.
+
+The cache holds ``[P prompt slots | accepted context]``. Each pass appends its new rows,
+then keeps exactly the root and the accepted candidates (gathered in place, then cropped).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from .adapter import BitaAdapter
+from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
+from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from .stopping import StopCondition
+from .tree import EMPTY_TREE, ROOT, DraftTree, verify_greedy
+
+
+@dataclass
+class Drafts:
+    """Top-k drafts for the next pass: tokens and probs are [n_masks, k]."""
+
+    tokens: torch.Tensor
+    probs: torch.Tensor
+
+    def as_lists(self) -> list[list[tuple[int, float]]]:
+        return [list(zip(t.tolist(), p.tolist())) for t, p in zip(self.tokens, self.probs)]
+
+
+@dataclass
+class DecodeState:
+    cache: DynamicCache
+    context_length: int  # ordinary tokens in the cache (prompt slots excluded)
+    root: int  # last emitted token: fed, and cached, by the next pass
+    drafts: Drafts | None  # None when the last accepted node carried no mask group
+
+
+def device_of(model: nn.Module) -> torch.device:
+    return model.get_input_embeddings().weight.device
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def output_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """LM head on selected rows only: hidden [..., H] -> float logits [..., V]."""
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, layout: PassLayout,
+                   ordinary_tokens: torch.Tensor, position: int, context_length: int) -> torch.Tensor:
+    """Run the new rows of ``layout`` through the frozen model, appending them to ``cache``.
+
+    ordinary_tokens: [chain + tree.size] token ids; mask rows use the adapter's embeddings.
+    position: position of the root row. Returns last hidden states [R, H].
+    """
+    device = device_of(model)
+    dtype = model.get_input_embeddings().weight.dtype
+    ordinary = model.get_input_embeddings()(ordinary_tokens.to(device)[None])
+    masks = adapter.mask_embeddings.to(dtype).repeat(len(layout.tree.group_anchors), 1)[None]
+    allowed = allowed_keys(layout, adapter.n_prompt, context_length)
+    hidden = model.base_model(
+        inputs_embeds=torch.cat([ordinary, masks], dim=1),
+        position_ids=(position + layout.position_offsets).to(device)[None],
+        attention_mask=additive_mask(allowed, dtype, device),
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state
+    return hidden[0]
+
+
+def draft_from(model: nn.Module, hidden: torch.Tensor, k: int) -> Drafts:
+    """Mask-group hidden states [n, H] -> top-k drafts per depth."""
+    probs = torch.softmax(output_logits(model, hidden), dim=-1)
+    top = probs.topk(k, dim=-1)
+    return Drafts(top.indices.cpu(), top.values.cpu())
+
+
+def keep_cache_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
+    """Keep only new rows ``rows`` (ascending) of the pass that began at cache slot ``start``."""
+    kept = len(rows)
+    if rows != list(range(kept)):
+        source = torch.tensor(rows, device=cache.layers[0].keys.device) + start
+        for layer in cache.layers:
+            layer.keys[:, :, start:start + kept] = layer.keys[:, :, source]
+            layer.values[:, :, start:start + kept] = layer.values[:, :, source]
+    cache.crop(-(cache.get_seq_length() - start - kept))
+
+
+def _timed_record(model, record_fn):
+    device = device_of(model)
+    synchronize(device)
+    started = time.perf_counter()
+    state, record = record_fn()
+    synchronize(device)
+    record.seconds = time.perf_counter() - started
+    return state, record
+
+
+@torch.inference_mode()
+def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], k: int,
+            record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
+    """Encode the prompt plus one mask group on its last token: the first AR token and drafts."""
+    def run():
+        chain = len(prompt_ids)
+        layout = decode_layout(EMPTY_TREE, adapter.n_masks, chain)
+        cache = adapter.prompt_cache(1, model.get_input_embeddings().weight.dtype)
+        hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
+        bonus = int(output_logits(model, hidden[chain - 1]).argmax())
+        drafts = draft_from(model, hidden[layout.group_rows[0]], k)
+        keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
+        record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
+                            bonus=bonus, next_drafts=drafts.as_lists(), n_prompt=adapter.n_prompt)
+        _attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
+        return DecodeState(cache, chain, bonus, drafts), record
+    return _timed_record(model, run)
+
+
+@torch.inference_mode()
+def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree, index: int,
+              record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
+    """Feed root + draft tree + mask groups; verify; keep the accepted path in the cache."""
+    def run():
+        used_tree = tree if state.drafts is not None else EMPTY_TREE
+        layout = decode_layout(used_tree, adapter.n_masks, 1)
+        drafts = state.drafts
+        candidates = [int(drafts.tokens[n.depth - 1, n.rank]) for n in used_tree.nodes]
+        start = adapter.n_prompt + state.context_length
+        hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
+                                state.context_length, state.context_length)
+        predicted = output_logits(model, hidden[: 1 + used_tree.size]).argmax(-1).tolist()
+        verdict = verify_greedy(used_tree, candidates, predicted)
+        carries_group = verdict.last == ROOT or used_tree.nodes[verdict.last].has_group
+        next_drafts = (draft_from(model, hidden[layout.group_rows[layout.group_of(verdict.last)]], tree.max_rank)
+                       if carries_group else None)
+        keep_cache_rows(state.cache, start, [0] + [layout.node_row(i) for i in verdict.accepted])
+        accepted = set(verdict.accepted)
+        nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank, float(drafts.probs[n.depth - 1, n.rank]),
+                           n.has_group, ACCEPTED if i in accepted else REJECTED)
+                 for i, n in enumerate(used_tree.nodes)]
+        record = StepRecord(index=index, kind="tree", position=state.context_length, root=state.root,
+                            rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],
+                            bonus=verdict.bonus, next_drafts=next_drafts.as_lists() if next_drafts else [],
+                            n_prompt=adapter.n_prompt)
+        _attach_attention(record, layout, adapter.n_prompt, state.context_length, record_attention)
+        new_state = DecodeState(state.cache, state.context_length + 1 + len(verdict.accepted),
+                                verdict.bonus, next_drafts)
+        return new_state, record
+    return _timed_record(model, run)
+
+
+def _attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_cached: int, wanted: bool) -> None:
+    if not wanted:
+        return
+    record.attention = allowed_keys(layout, n_prompt, n_cached)
+    kinds = ["context"] * (layout.chain - 1) + ["root"] + ["candidate"] * layout.tree.size
+    record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
+
+
+def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
+               stop: StopCondition, record_attention: bool = False) -> Iterator[StepRecord]:
+    """Greedy BiTA generation, one StepRecord per forward pass, until ``stop`` says so."""
+    state, record = prefill(model, adapter, prompt_ids, tree.max_rank, record_attention)
+    record.emitted, record.finish = stop.take([record.bonus])
+    yield record
+    index = 1
+    while record.finish is None:
+        state, record = tree_step(model, adapter, state, tree, index, record_attention)
+        record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+        index += 1
+        yield record

@@ -1,0 +1,67 @@
+"""Step records: one per forward pass, the data the app, the CLI and the benchmarks render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+ACCEPTED, REJECTED = "accepted", "rejected"
+
+
+@dataclass
+class DraftNode:
+    """A candidate fed in this pass: ``parent`` is a node index, or -1 for the root."""
+
+    token: int
+    parent: int
+    depth: int
+    rank: int
+    prob: float  # draft probability (softmax of the mask's logits) of ``token``
+    has_group: bool
+    status: str  # ACCEPTED | REJECTED
+
+
+@dataclass
+class StepRecord:
+    """What one forward pass took in and gave out.
+
+    kind: "prefill" (prompt + first mask group), "tree" (BiTA verify-and-draft), or "ar".
+    position: position of the root row (context length before the pass).
+    root: token fed as root (the previous pass's bonus); in a prefill, the last prompt token.
+    rows: new rows fed (ordinary + candidates + masks).
+    nodes: the draft tree of this pass.
+    accepted: tokens of accepted drafts, root to leaf.
+    bonus: the model's own next token after the accepted drafts (always correct).
+    emitted: tokens this pass adds to the output (accepted + bonus, cut at a stop).
+    next_drafts: per depth, (token, prob) candidates drafted for the next pass.
+    seconds: wall time of the forward pass and its verification (device-synchronised).
+    finish: "eos" | "stop" | "length" once generation ends at this pass, else None.
+    attention: on request, bool [rows, P + C + rows] key visibility of each new row.
+    row_kinds: on request, per new row "context" | "root" | "candidate" | "mask".
+    """
+
+    index: int
+    kind: str
+    position: int
+    root: int
+    rows: int
+    nodes: list[DraftNode] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    bonus: int = -1
+    emitted: list[int] = field(default_factory=list)
+    next_drafts: list[list[tuple[int, float]]] = field(default_factory=list)
+    seconds: float = 0.0
+    finish: str | None = None
+    attention: torch.Tensor | None = None
+    row_kinds: list[str] | None = None
+    n_prompt: int = 0
+
+    def summary(self) -> dict:
+        """JSON-friendly view without the attention tensor."""
+        return {
+            "index": self.index, "kind": self.kind, "position": self.position, "root": self.root,
+            "rows": self.rows, "accepted": self.accepted, "bonus": self.bonus, "emitted": self.emitted,
+            "nodes": [vars(node) for node in self.nodes], "next_drafts": self.next_drafts,
+            "seconds": self.seconds, "finish": self.finish,
+        }

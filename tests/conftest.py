@@ -1,0 +1,40 @@
+"""Tiny randomly initialised models of several architectures, for fast tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import (AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config)
+
+VOCAB = 512
+COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+              bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+TINY_CONFIGS = {
+    "llama": lambda: LlamaConfig(**COMMON),
+    "qwen2": lambda: Qwen2Config(**COMMON),
+    "mistral": lambda: MistralConfig(**COMMON, sliding_window=None),
+    "gpt2": lambda: GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256,
+                               bos_token_id=1, eos_token_id=2),
+}
+
+
+def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
+    """A random tiny model; weights scaled up so its greedy choices are clear-cut."""
+    torch.manual_seed(seed)
+    config = TINY_CONFIGS[arch]()
+    config.initializer_range = 0.2
+    model = AutoModelForCausalLM.from_config(config).eval()
+    return model.requires_grad_(False)
+
+
+@pytest.fixture(scope="session", params=sorted(TINY_CONFIGS))
+def tiny(request):
+    return tiny_model(request.param)
+
+
+def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high, (count,), generator=generator)
+    return [torch.randint(3, VOCAB, (int(n),), generator=generator).tolist() for n in lengths]
