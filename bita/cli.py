@@ -1,0 +1,86 @@
+"""Command line: ``python -m bita generate ...``. Errors print one line and exit non-zero."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import BitaError
+from .generation import DEFAULT_TREE, collect, run_hf, stream_bita
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a hub id or a path")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
+    parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bita", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    generate = commands.add_parser("generate", help="generate an answer with BiTA and/or AR")
+    generate.add_argument("--prompt", required=True, help="the user message")
+    generate.add_argument("--system", help="system prompt (default: the chat template's own)")
+    add_model_arguments(generate)
+    generate.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
+    generate.add_argument("--max-new-tokens", type=int, default=128)
+    generate.add_argument("--tree", default=DEFAULT_TREE, help="e.g. efficient:3,2,2, chain:3, full:2,2,2")
+    generate.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita")
+    generate.add_argument("--json", action="store_true", help="print one JSON object")
+    generate.set_defaults(run=run_generate)
+    return parser
+
+
+def run_generate(args: argparse.Namespace) -> dict:
+    from .loading import encode_chat, load_model
+    from .shipped import resolve_adapter
+
+    if not args.prompt.strip():
+        raise BitaError("the prompt is empty")
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
+    stops = tuple(args.stop)
+    report = {"model": loaded.name, "device": str(loaded.device), "prompt_tokens": len(prompt_ids)}
+    bita = ar = None
+    if args.mode in ("bita", "both"):
+        adapter, adapter_name = resolve_adapter(loaded, args.adapter)
+        bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, args.tree, stops))
+        report.update(adapter=adapter_name, tree=args.tree, bita_tokens_per_s=bita.tokens_per_s,
+                      forward_passes=bita.forward_passes, mean_accepted=bita.mean_accepted)
+    if args.mode in ("ar", "both"):
+        ar = run_hf(loaded, prompt_ids, args.max_new_tokens, stops)
+        report.update(ar_tokens_per_s=ar.tokens_per_s)
+        report.setdefault("forward_passes", ar.forward_passes)
+        report.setdefault("mean_accepted", 1.0)
+    main_run = bita or ar
+    report.update(text=main_run.text, new_tokens=len(main_run.tokens), finish=main_run.finish)
+    if bita and ar:
+        report.update(identical_to_ar=bita.tokens == ar.tokens, speedup=bita.tokens_per_s / ar.tokens_per_s)
+    return report
+
+
+def print_report(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    print(report["text"])
+    details = {k: v for k, v in report.items() if k != "text"}
+    print("\n---\n" + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in details.items()),
+          file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        report = args.run(args)
+    except BitaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    print_report(report, getattr(args, "json", False))
+    return 0
