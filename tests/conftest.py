@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
-from transformers import (AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config)
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub: fail fast, never hang
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config  # noqa: E402
 
 VOCAB = 512
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -38,3 +42,11 @@ def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(low, high, (count,), generator=generator)
     return [torch.randint(3, VOCAB, (int(n),), generator=generator).tolist() for n in lengths]
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The real embedded default model (SmolLM2-135M-Instruct), loaded once."""
+    from bita.loading import load_model
+
+    return load_model("default", device="cpu")

@@ -1,0 +1,56 @@
+"""The command line on the real default model, including its error paths."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bita.adapter import WEIGHTS_NAME, BitaAdapter
+from bita.cli import main
+
+REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_per_s", "bita_tokens_per_s",
+            "identical_to_ar", "device", "model", "adapter"}
+
+
+def test_generate_both_json_is_identical_to_ar():
+    command = [sys.executable, "-m", "bita", "generate", "--mode", "both", "--json", "--max-new-tokens", "64",
+               "--prompt", "Write a Python function that reverses a string."]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert REQUIRED <= report.keys()
+    assert report["identical_to_ar"] is True
+    assert report["new_tokens"] > 0 and report["forward_passes"] > 0
+    assert report["mean_accepted"] == pytest.approx(report["new_tokens"] / report["forward_passes"])
+
+
+def run_cli(capsys, *args):
+    code = main(["generate", *args])
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--prompt", "   "], "prompt is empty"),
+    (["--prompt", "hi", "--max-new-tokens", "0"], "max_new_tokens must be"),
+    (["--prompt", "word " * 9000], "context holds"),
+    (["--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model"),
+    (["--prompt", "hi", "--adapter", "/nonexistent/adapter"], "no BiTA adapter"),
+    (["--prompt", "hi", "--tree", "efficient:3,3,3,3"], "depth 4"),
+    pytest.param(["--prompt", "hi", "--quantize", "8"], "needs a CUDA GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+])
+def test_bad_input_gives_one_clear_line(capsys, args, message):
+    code, err = run_cli(capsys, *args)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_corrupted_adapter_is_refused(capsys, tmp_path, default_model):
+    BitaAdapter.create(default_model.model, 4, 3).save(tmp_path)
+    (tmp_path / WEIGHTS_NAME).write_bytes(b"\x00" * 100)
+    code, err = run_cli(capsys, "--prompt", "hi", "--adapter", str(tmp_path))
+    assert code == 2 and "corrupted adapter weights" in err

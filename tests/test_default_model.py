@@ -1,0 +1,55 @@
+"""End to end on the real default model: BiTA output equals HF generate's."""
+
+import pytest
+
+from bita.autoregressive import hf_generate
+from bita.errors import BitaError
+from bita.generation import DEFAULT_TREE, collect, run_hf, stream_ar, stream_bita
+from bita.loading import encode_chat
+from bita.shipped import resolve_adapter
+
+PROMPTS = [
+    "Write a Python function that reverses a string.",
+    "What is the capital of France? Answer in one sentence.",
+    "Give three tips for staying focused while studying.",
+    "Explain recursion to a ten-year-old.",
+]
+
+
+@pytest.fixture(scope="module")
+def adapter(default_model):
+    return resolve_adapter(default_model, None)[0]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_bita_matches_hf_generate_on_chat_prompts(default_model, adapter, prompt):
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}])
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, DEFAULT_TREE))
+    assert bita.tokens == hf_generate(default_model.model, ids, 48, default_model.eos_token_ids)
+    assert bita.text.strip()
+
+
+def test_stop_strings_stop_both_loops_at_the_same_token(default_model, adapter):
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[2]}])
+    stops = ("\n",)
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 64, "efficient:3,2,2", stops))
+    ar = collect("ar", default_model, stream_ar(default_model, ids, 64, stops))
+    hf = run_hf(default_model, ids, 64, stops)
+    assert bita.tokens == ar.tokens == hf.tokens
+    assert bita.finish == "stop" and "\n" in default_model.tokenizer.decode(bita.tokens)
+
+
+def test_multi_turn_chat_is_lossless(default_model, adapter):
+    messages = [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."},
+                {"role": "user", "content": "What colour is it usually?"}]
+    ids = encode_chat(default_model.tokenizer, messages)
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 32, "full:2,2,2"))
+    assert bita.tokens == run_hf(default_model, ids, 32).tokens
+
+
+@pytest.mark.parametrize("max_new_tokens,message", [(0, "from 1 to"), (-3, "from 1 to"), (10**6, "from 1 to"),
+                                                    (8180, "runs past")])
+def test_absurd_lengths_are_refused(default_model, adapter, max_new_tokens, message):
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "hi"}])
+    with pytest.raises(BitaError, match=message):
+        stream_bita(default_model, adapter, ids, max_new_tokens, DEFAULT_TREE)
