@@ -31,6 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita")
     generate.add_argument("--json", action="store_true", help="print one JSON object")
     generate.set_defaults(run=run_generate)
+
+    cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
+    add_model_arguments(cost)
+    cost.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
+    cost.add_argument("--trees", nargs="*", help="tree specs (default: a range of shapes)")
+    cost.add_argument("--context", type=int, default=300, help="cached context length")
+    cost.add_argument("--repeats", type=int, default=10)
+    cost.add_argument("--json", action="store_true")
+    cost.set_defaults(run=run_pass_cost)
     return parser
 
 
@@ -62,12 +71,27 @@ def run_generate(args: argparse.Namespace) -> dict:
     return report
 
 
+def run_pass_cost(args: argparse.Namespace) -> dict:
+    from .costs import COST_TREES, measure_pass_costs
+    from .loading import load_model
+    from .shipped import resolve_adapter
+
+    if args.repeats < 1 or args.context < 1:
+        raise BitaError("--repeats and --context must be at least 1")
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    adapter, adapter_name = resolve_adapter(loaded, args.adapter)
+    rows = measure_pass_costs(loaded, adapter, args.trees or COST_TREES, args.context, args.repeats)
+    table = "\n".join(f"{r['tree']:<34} {r['rows']:>4} rows  {1000 * r['seconds']:8.1f} ms" for r in rows)
+    return {"model": loaded.name, "device": str(loaded.device), "context": args.context, "passes": rows,
+            "text": table}
+
+
 def print_report(report: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report, ensure_ascii=False))
         return
     print(report["text"])
-    details = {k: v for k, v in report.items() if k != "text"}
+    details = {k: v for k, v in report.items() if k != "text" and not isinstance(v, (list, dict))}
     print("\n---\n" + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in details.items()),
           file=sys.stderr)
 
