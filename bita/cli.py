@@ -32,6 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--json", action="store_true", help="print one JSON object")
     generate.set_defaults(run=run_generate)
 
+    data = commands.add_parser("make-data", help="self-generate training data (resumable)")
+    add_model_arguments(data)
+    data.add_argument("--output", default="data/self_generated.jsonl")
+    data.add_argument("--questions", type=int, default=600, help="ShareGPT questions (x2 template variants)")
+    data.add_argument("--max-new-tokens", type=int, default=192)
+    data.add_argument("--batch-size", type=int, default=16)
+    data.add_argument("--heldout-fraction", type=float, default=0.03)
+    data.add_argument("--seed", type=int, default=0)
+    data.set_defaults(run=run_make_data)
+
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
     cost.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
@@ -69,6 +79,25 @@ def run_generate(args: argparse.Namespace) -> dict:
     if bita and ar:
         report.update(identical_to_ar=bita.tokens == ar.tokens, speedup=bita.tokens_per_s / ar.tokens_per_s)
     return report
+
+
+def run_make_data(args: argparse.Namespace) -> dict:
+    from pathlib import Path
+
+    from .data import make_data, read_samples
+    from .loading import load_model
+
+    if args.questions < 1 or args.batch_size < 1 or args.max_new_tokens < 1 or not 0 <= args.heldout_fraction < 1:
+        raise BitaError("--questions, --batch-size and --max-new-tokens must be positive; "
+                        "--heldout-fraction in [0, 1)")
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    path = make_data(loaded, Path(args.output), args.questions, args.max_new_tokens, args.batch_size,
+                     args.heldout_fraction, seed=args.seed)
+    samples = read_samples(path)
+    heldout = sum(s["split"] == "heldout" for s in samples)
+    tokens = sum(len(s["answer_ids"]) for s in samples)
+    return {"output": str(path), "samples": len(samples), "heldout": heldout, "answer_tokens": tokens,
+            "text": f"{len(samples)} samples ({heldout} held out, {tokens} answer tokens) in {path}"}
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:

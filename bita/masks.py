@@ -52,6 +52,7 @@ class PassLayout:
 
 
 @lru_cache(maxsize=256)
+@torch.inference_mode(False)  # cached: must stay usable by autograd even if first built while decoding
 def decode_layout(tree: DraftTree, n_masks: int, chain: int = 1) -> PassLayout:
     """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups."""
     n_nodes = tree.size

@@ -60,3 +60,14 @@ def test_packed_groups_visibility_and_targets():
     expected = torch.tensor([[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0],
                              [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 1, 1]], dtype=torch.bool)
     assert torch.equal(packed.visible_masks, expected)
+
+
+def test_cached_layouts_built_while_decoding_stay_usable_by_autograd():
+    tree = parse_tree_spec("chain:2")
+    decode_layout.cache_clear()
+    with torch.inference_mode():
+        decode_layout(tree, 2)
+    layout = decode_layout(tree, 2)
+    weights = torch.ones(layout.rows, requires_grad=True)
+    (weights[layout.position_offsets] * 2).sum().backward()  # fails on inference tensors
+    assert not layout.position_offsets.is_inference()
