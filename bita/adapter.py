@@ -107,11 +107,11 @@ class BitaAdapter(nn.Module):
     mask_embeddings: [n, hidden], input embeddings of the n mask tokens.
     """
 
-    def __init__(self, config: AdapterConfig, use_prompts: bool = True):
+    def __init__(self, config: AdapterConfig):
         super().__init__()
         self.config = config
         std = config.init_std
-        shapes = config.base.kv_shapes if use_prompts else []
+        shapes = config.base.kv_shapes if config.prompt_tokens else []  # P = 0: mask tokens only
         p = config.prompt_tokens
 
         def param(*shape: int) -> nn.Parameter:
@@ -135,21 +135,28 @@ class BitaAdapter(nn.Module):
 
     @property
     def n_prompt(self) -> int:
-        return self.config.prompt_tokens if len(self.prompt_keys) else 0
+        return self.config.prompt_tokens
 
     @property
     def n_masks(self) -> int:
         return self.config.mask_tokens
 
-    def prompt_cache(self, batch: int, dtype: torch.dtype) -> DynamicCache:
-        """A cache whose first P slots of every layer hold the prompt key/values."""
-        if not len(self.prompt_keys):
-            return DynamicCache()
-        data = [
-            (k.to(dtype)[None].expand(batch, -1, -1, -1), v.to(dtype)[None].expand(batch, -1, -1, -1))
-            for k, v in zip(self.prompt_keys, self.prompt_values)
-        ]
-        return DynamicCache(ddp_cache_data=data)
+    def prompt_cache(self, batch: int, dtype: torch.dtype,
+                     context: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DynamicCache:
+        """A cache whose first P slots of every layer hold the prompt key/values, followed by
+        ``context`` (per layer, keys and values [batch, kv_heads, T, head_dim]) when given."""
+        layers = []
+        for layer in range(len(self.config.base.kv_shapes)):
+            keys, values = [], []
+            if self.n_prompt:
+                keys.append(self.prompt_keys[layer].to(dtype)[None].expand(batch, -1, -1, -1))
+                values.append(self.prompt_values[layer].to(dtype)[None].expand(batch, -1, -1, -1))
+            if context is not None:
+                keys.append(context[layer][0])
+                values.append(context[layer][1])
+            if keys:
+                layers.append((torch.cat(keys, dim=2), torch.cat(values, dim=2)))
+        return DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
 
     def check_compatible(self, model: nn.Module) -> None:
         problems = self.config.base.mismatches(base_identity(model))
@@ -180,7 +187,7 @@ class BitaAdapter(nn.Module):
             tensors = load_file(str(weights_path))
         except (SafetensorError, OSError, ValueError) as error:
             raise BitaError(f"corrupted adapter weights {str(weights_path)!r}: {error}") from None
-        adapter = cls(config, use_prompts=any(name.startswith("prompt_keys") for name in tensors))
+        adapter = cls(config)
         try:
             adapter.load_state_dict(tensors, strict=True)
         except RuntimeError as error:

@@ -8,6 +8,7 @@ import sys
 
 from .errors import BitaError
 from .generation import DEFAULT_TREE, collect, run_hf, stream_bita
+from .train import TrainConfig
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--heldout-fraction", type=float, default=0.03)
     data.add_argument("--seed", type=int, default=0)
     data.set_defaults(run=run_make_data)
+
+    train = commands.add_parser("train", help="bi-directional tuning of prompt and mask parameters (resumable)")
+    add_model_arguments(train)
+    for option, value in vars(TrainConfig()).items():
+        train.add_argument("--" + option.replace("_", "-"), type=type(value), default=value)
+    train.set_defaults(run=run_train)
 
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
@@ -98,6 +105,22 @@ def run_make_data(args: argparse.Namespace) -> dict:
     tokens = sum(len(s["answer_ids"]) for s in samples)
     return {"output": str(path), "samples": len(samples), "heldout": heldout, "answer_tokens": tokens,
             "text": f"{len(samples)} samples ({heldout} held out, {tokens} answer tokens) in {path}"}
+
+
+def run_train(args: argparse.Namespace) -> dict:
+    from .loading import load_model
+    from .train import train
+
+    config = TrainConfig(**{k: getattr(args, k) for k in vars(TrainConfig())})
+    if min(config.steps, config.batch_size, config.anchors, config.mask_tokens, config.eval_every,
+           config.checkpoint_every) < 1 or config.lr <= 0 or config.prompt_tokens < 0 or config.max_length < 8:
+        raise BitaError("training settings must be positive (prompt tokens may be 0, max length at least 8)")
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    adapter = train(loaded.model, loaded.name, config)
+    info = adapter.config.training
+    return {"output": config.output, **{k: info[k] for k in ("final_loss", "heldout_top1_per_depth", "device")},
+            "text": f"adapter saved to {config.output}: loss {info['final_loss']:.3f}, "
+                    f"held-out top-1 per depth {[round(a, 3) for a in info['heldout_top1_per_depth']]}"}
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:

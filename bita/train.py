@@ -1,0 +1,203 @@
+"""Bi-directional tuning: train prompt and mask parameters with the SAR loss, base model frozen.
+
+Each sample packs up to G mask groups (one per anchor position). The ordinary tokens are
+encoded once without gradient (their key/values never depend on the adapter); the mask rows
+then attend to ``[prompt slots | those key/values | their own group]`` with gradient.
+Runs under accelerate: ``python -m bita train`` on CPU or one GPU, ``accelerate launch -m bita
+train`` on several processes. Checkpoints every few steps and resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+from transformers import DynamicCache, get_cosine_schedule_with_warmup
+
+from .adapter import BitaAdapter
+from .data import read_samples
+from .decoding import output_logits
+from .errors import BitaError
+from .masks import additive_mask, packed_groups
+
+IGNORE = -100
+
+
+@dataclass
+class TrainConfig:
+    data: str = "data/self_generated.jsonl"
+    output: str = "runs/adapter"
+    prompt_tokens: int = 16
+    mask_tokens: int = 3
+    steps: int = 400
+    batch_size: int = 4
+    lr: float = 3e-2
+    warmup: int = 20
+    anchors: int = 64  # mask groups per sample
+    max_length: int = 384
+    eval_every: int = 100
+    eval_samples: int = 48
+    checkpoint_every: int = 25
+    seed: int = 0
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] right-padded prompt + answer
+    lengths: torch.Tensor  # [B]
+    anchors: torch.Tensor  # [B, G] ordinary positions carrying a mask group, -1 = unused
+
+
+def make_batch(samples: list[dict], n_anchors: int, max_length: int, rng: random.Random,
+               every_anchor: bool = False) -> Batch:
+    """Anchors lie in the answer: from the last prompt token to the third-last token.
+    ``every_anchor``: take the first ``n_anchors`` anchors in order (for evaluation)."""
+    sequences, anchor_lists = [], []
+    for sample in samples:
+        sequence = (sample["prompt_ids"] + sample["answer_ids"])[:max_length]
+        candidates = list(range(len(sample["prompt_ids"]) - 1, len(sequence) - 2))
+        chosen = candidates[:n_anchors] if every_anchor else sorted(rng.sample(candidates, min(n_anchors, len(candidates))))
+        sequences.append(sequence)
+        anchor_lists.append(chosen + [-1] * (n_anchors - len(chosen)))
+    width = max(map(len, sequences))
+    return Batch(torch.tensor([s + [0] * (width - len(s)) for s in sequences]),
+                 torch.tensor([len(s) for s in sequences]), torch.tensor(anchor_lists))
+
+
+class SarObjective(nn.Module):
+    """The adapter plus a (non-registered) frozen base model; forward returns the SAR loss and
+    per-depth top-1 counts. Wrapping makes the adapter the only module DDP synchronises."""
+
+    def __init__(self, adapter: BitaAdapter, model: nn.Module):
+        super().__init__()
+        self.adapter = adapter
+        self._frozen = (model,)
+
+    def forward(self, input_ids, lengths, anchors):
+        model = self._frozen[0]
+        n = self.adapter.n_masks
+        batch, width = input_ids.shape
+        dtype = model.get_input_embeddings().weight.dtype
+        valid = torch.arange(width, device=input_ids.device)[None] < lengths[:, None]  # [B, T]
+        with torch.no_grad():
+            ordinary = DynamicCache()
+            model.base_model(input_ids=input_ids, attention_mask=valid.long(), past_key_values=ordinary, use_cache=True)
+        context = [(layer.keys, layer.values) for layer in ordinary.layers]
+        packed = packed_groups(anchors, n, width)
+        rows = anchors.shape[1] * n
+        allowed = torch.cat([
+            torch.ones(batch, rows, self.adapter.n_prompt, dtype=torch.bool, device=input_ids.device),
+            packed.visible_ordinary & valid[:, None, :],
+            packed.visible_masks[None].expand(batch, -1, -1),
+        ], dim=2)
+        hidden = model.base_model(
+            inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(batch, -1, -1),
+            position_ids=packed.positions,
+            attention_mask=additive_mask(allowed, dtype, input_ids.device),
+            past_key_values=self.adapter.prompt_cache(batch, dtype, context),
+            use_cache=True,
+        ).last_hidden_state
+        logits = output_logits(model, hidden)  # [B, G*n, V]
+        counted = (anchors >= 0).repeat_interleave(n, dim=1) & (packed.target_index < lengths[:, None])
+        targets = input_ids.gather(1, packed.target_index.clamp(max=width - 1)).masked_fill(~counted, IGNORE)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+        hits = (logits.argmax(-1) == targets) & counted
+        depth = torch.arange(rows, device=input_ids.device) % n
+        per_depth = lambda x: torch.zeros(n, device=x.device).index_add_(0, depth, x.float().sum(0))  # noqa: E731
+        return loss, per_depth(hits), per_depth(counted)
+
+
+def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, device) -> list[float]:
+    """Top-1 accuracy of each mask depth on held-out samples (every anchor up to the cap)."""
+    hits = counted = 0
+    with torch.no_grad():
+        for start in range(0, len(heldout), config.batch_size):
+            batch = make_batch(heldout[start:start + config.batch_size], config.anchors, config.max_length,
+                               random.Random(0), every_anchor=True)
+            _, h, c = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
+            hits, counted = hits + h, counted + c
+    return (hits / counted.clamp(min=1)).tolist() if heldout else []
+
+
+def _save_checkpoint(accelerator, run_dir: Path, step: int) -> None:
+    """Write the accelerate state next to the old checkpoint, then swap it in."""
+    staging, final = run_dir / "checkpoint.tmp", run_dir / "checkpoint"
+    accelerator.save_state(str(staging))
+    if accelerator.is_main_process:
+        (staging / "step.json").write_text(json.dumps({"step": step}))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
+    accelerator.wait_for_everyone()
+
+
+def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter:
+    from accelerate import Accelerator
+
+    accelerator = Accelerator()
+    device = accelerator.device
+    model.to(device)
+    samples = read_samples(Path(config.data))
+    usable = [s for s in samples if len(s["answer_ids"]) >= 2 and len(s["prompt_ids"]) < config.max_length - 2]
+    train_set = [s for s in usable if s["split"] == "train"]
+    heldout = [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
+    if not train_set:
+        raise BitaError(f"{config.data!r} holds no usable training samples")
+    adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name)
+    objective = SarObjective(adapter, model)
+    optimizer = torch.optim.AdamW(adapter.parameters(), lr=config.lr, weight_decay=0.0)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup, config.steps)
+    objective, optimizer = accelerator.prepare(objective, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
+
+    run_dir = Path(config.output).with_suffix(".run")
+    start = 0
+    if (run_dir / "checkpoint" / "step.json").is_file():
+        accelerator.load_state(str(run_dir / "checkpoint"))
+        start = json.loads((run_dir / "checkpoint" / "step.json").read_text())["step"]
+        accelerator.print(f"resuming from step {start} ({run_dir / 'checkpoint'})")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = (run_dir / "log.jsonl").open("a") if accelerator.is_main_process else None
+    started = time.perf_counter()
+    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="bi-directional tuning",
+               disable=not accelerator.is_local_main_process)
+    accuracy, loss_value = [], float("nan")
+    for step in bar:
+        rng = random.Random(f"{config.seed}:{step}:{accelerator.process_index}")  # stateless: resumes exactly
+        batch = make_batch(rng.sample(train_set, min(config.batch_size, len(train_set))), config.anchors,
+                           config.max_length, rng)
+        loss, hits, counted = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
+        accelerator.backward(loss)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        loss_value = accelerator.gather(loss.detach()[None]).mean().item()
+        record = {"step": step + 1, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
+                  "train_top1": (hits / counted.clamp(min=1)).tolist()}
+        if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
+            accuracy = evaluate(objective, heldout, config, device)
+            record["heldout_top1"] = accuracy
+        bar.set_postfix(loss=f"{loss_value:.3f}", top1=",".join(f"{a:.2f}" for a in record["train_top1"]))
+        if log:
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        if (step + 1) % config.checkpoint_every == 0:
+            _save_checkpoint(accelerator, run_dir, step + 1)
+    trained = accelerator.unwrap_model(objective).adapter
+    trained.config.training = {
+        **asdict(config), "train_samples": len(train_set), "heldout_samples": len(heldout),
+        "final_loss": loss_value, "heldout_top1_per_depth": accuracy, "processes": accelerator.num_processes,
+        "device": str(device), "seconds_this_run": round(time.perf_counter() - started, 1),
+    }
+    if accelerator.is_main_process:
+        trained.save(config.output)
+    accelerator.wait_for_everyone()
+    return trained
