@@ -56,12 +56,3 @@ class StepRecord:
     attention: torch.Tensor | None = None
     row_kinds: list[str] | None = None
     n_prompt: int = 0
-
-    def summary(self) -> dict:
-        """JSON-friendly view without the attention tensor."""
-        return {
-            "index": self.index, "kind": self.kind, "position": self.position, "root": self.root,
-            "rows": self.rows, "accepted": self.accepted, "bonus": self.bonus, "emitted": self.emitted,
-            "nodes": [vars(node) for node in self.nodes], "next_drafts": self.next_drafts,
-            "seconds": self.seconds, "finish": self.finish,
-        }

@@ -20,9 +20,10 @@ def shipped_adapters() -> dict[str, Path]:
 
 def default_adapter_name(loaded: LoadedModel) -> str:
     """The shipped adapter made for this model, else ``untrained``."""
-    for name, path in shipped_adapters().items():
-        if loaded.name == DEFAULT_NAME and name.lower().startswith(DEFAULT_NAME.lower()):
-            return name
+    if loaded.name == DEFAULT_NAME:
+        for name in shipped_adapters():
+            if name.lower().startswith(DEFAULT_NAME.lower()):
+                return name
     return UNTRAINED
 
 
