@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 from transformers import DynamicCache, GenerationConfig
 
-from .decoding import device_of, synchronize
+from .decoding import device_of, timed
 from .records import StepRecord
 from .stopping import StopCondition
 
@@ -28,12 +27,9 @@ def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition) -> It
     device = device_of(model)
     feed, position, index, finish = list(prompt_ids), 0, 0, None
     while finish is None:
-        synchronize(device)
-        started = time.perf_counter()
-        token = _ar_pass(model, cache, feed)
-        synchronize(device)
+        token, seconds = timed(device, lambda: _ar_pass(model, cache, feed))
         record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
-                            rows=len(feed), bonus=token, seconds=time.perf_counter() - started)
+                            rows=len(feed), bonus=token, seconds=seconds)
         record.emitted, record.finish = stop.take([token])
         finish = record.finish
         yield record
@@ -41,13 +37,16 @@ def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition) -> It
         feed, index = [token], index + 1
 
 
+def greedy_config(max_new_tokens: int, eos_token_ids: list[int]) -> GenerationConfig:
+    """A fresh greedy config: no sampling or penalties inherited from the model's defaults."""
+    return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                            eos_token_id=eos_token_ids or None, pad_token_id=eos_token_ids[0] if eos_token_ids else 0)
+
+
 @torch.inference_mode()
 def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int]) -> list[int]:
     """The reference: transformers' greedy ``generate`` with its KV cache. Returns new tokens."""
     input_ids = torch.tensor([prompt_ids], device=device_of(model))
-    config = GenerationConfig(  # a fresh config: no sampling or penalties from the model's defaults
-        max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, eos_token_id=eos_token_ids or None,
-        pad_token_id=eos_token_ids[0] if eos_token_ids else 0,
-    )
-    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
+    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                            generation_config=greedy_config(max_new_tokens, eos_token_ids))
     return output[0, len(prompt_ids):].tolist()

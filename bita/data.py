@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .autoregressive import greedy_config
 from .errors import BitaError
 from .loading import LoadedModel, encode_chat
 
@@ -92,12 +93,12 @@ def read_done_keys(path: Path) -> set[str]:
 @torch.inference_mode()
 def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], str]]:
     """Greedy answers of a left-padded batch: (answer ids up to and including EOS, finish)."""
-    pad = loaded.eos_token_ids[0] if loaded.eos_token_ids else 0
+    config = greedy_config(max_new_tokens, loaded.eos_token_ids)
+    pad = config.pad_token_id
     width = max(map(len, prompts))
     input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=loaded.device)
     attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=loaded.device)
-    output = loaded.model.generate(input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                                   do_sample=False, num_beams=1, eos_token_id=loaded.eos_token_ids, pad_token_id=pad)
+    output = loaded.model.generate(input_ids, attention_mask=attention, generation_config=config)
     answers = []
     for row in output[:, width:].tolist():
         stop = next((i for i, t in enumerate(row) if t in loaded.eos_token_ids), None)

@@ -49,6 +49,15 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def timed(device: torch.device, fn):
+    """Call ``fn()``; return (its result, wall seconds), synchronised with the device."""
+    synchronize(device)
+    started = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - started
+
+
 def output_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """LM head on selected rows only: hidden [..., H] -> float logits [..., V]."""
     logits = model.get_output_embeddings()(hidden).float()
@@ -97,12 +106,7 @@ def keep_cache_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
 
 
 def _timed_record(model, record_fn):
-    device = device_of(model)
-    synchronize(device)
-    started = time.perf_counter()
-    state, record = record_fn()
-    synchronize(device)
-    record.seconds = time.perf_counter() - started
+    (state, record), record.seconds = timed(device_of(model), record_fn)
     return state, record
 
 

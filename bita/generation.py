@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .adapter import BitaAdapter
 from .autoregressive import ar_steps, hf_generate
-from .decoding import bita_steps, device_of, synchronize
+from .decoding import bita_steps, device_of, timed
 from .errors import BitaError
 from .loading import LoadedModel
 from .records import StepRecord
@@ -89,9 +88,7 @@ def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:
     """Drain a step stream into a RunResult (seconds: wall time of the whole run)."""
-    started = time.perf_counter()
-    records = list(steps)
-    seconds = time.perf_counter() - started
+    records, seconds = timed(device_of(loaded.model), lambda: list(steps))
     tokens = [t for r in records for t in r.emitted]
     return RunResult(method, tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds,
                      records[-1].finish if records else None, records)
@@ -101,11 +98,7 @@ def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
            stop_strings: tuple[str, ...] = ()) -> RunResult:
     """HF ``generate`` (the reference baseline), cut at stop strings like the other loops."""
     validate_request(loaded, prompt_ids, max_new_tokens)
-    device = device_of(loaded.model)
-    synchronize(device)
-    started = time.perf_counter()
-    generated = hf_generate(loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids)
-    synchronize(device)
-    seconds = time.perf_counter() - started
+    generated, seconds = timed(device_of(loaded.model),
+                               lambda: hf_generate(loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids))
     tokens, finish = make_stop(loaded, max_new_tokens, stop_strings).take(generated)
     return RunResult("hf", tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)
