@@ -1,4 +1,7 @@
-"""The BiTA adapter: deep prompt key/values per layer and mask-token embeddings.
+"""The BiTA adapter: learnable prompt tokens and mask-token embeddings.
+
+Prompts are *deep* (free key/values in every layer, the paper's choice) or *shallow*
+(input embeddings whose key/values the frozen model computes; kept for the ablation).
 
 Saved as a directory holding ``adapter.safetensors`` and ``adapter_config.json``; the
 config records the identity of the base model so that a mismatched adapter is refused.
@@ -24,6 +27,7 @@ from .errors import BitaError
 WEIGHTS_NAME = "adapter.safetensors"
 CONFIG_NAME = "adapter_config.json"
 FORMAT = "bita-adapter/1"
+PROMPT_STYLES = ("deep", "shallow")
 
 
 @dataclass
@@ -52,6 +56,7 @@ class AdapterConfig:
     mask_tokens: int
     base: BaseIdentity
     init_std: float = 0.02
+    prompt_style: str = "deep"  # one of PROMPT_STYLES
     training: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -103,31 +108,37 @@ def base_identity(model: nn.Module, name: str | None = None) -> BaseIdentity:
 class BitaAdapter(nn.Module):
     """Learnable parameters of BiTA (the base model stays frozen).
 
-    prompt_keys[l], prompt_values[l]: [kv_heads_l, P, head_dim_l], raw cache entries (no rotary).
+    Deep:    prompt_keys[l], prompt_values[l]: [kv_heads_l, P, head_dim_l], raw cache entries.
+    Shallow: prompt_embeddings: [P, hidden], run through the frozen model at positions 0..P-1.
     mask_embeddings: [n, hidden], input embeddings of the n mask tokens.
+    P = 0 gives mask tokens only.
     """
 
     def __init__(self, config: AdapterConfig):
         super().__init__()
         self.config = config
-        std = config.init_std
-        shapes = config.base.kv_shapes if config.prompt_tokens else []  # P = 0: mask tokens only
-        p = config.prompt_tokens
+        std, p = config.init_std, config.prompt_tokens
+        deep = config.prompt_style == "deep" and p > 0
+        shapes = config.base.kv_shapes if deep else []
 
         def param(*shape: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(*shape) * std)
 
         self.prompt_keys = nn.ParameterList([param(h, p, d) for h, d in shapes])
         self.prompt_values = nn.ParameterList([param(h, p, d) for h, d in shapes])
+        if config.prompt_style == "shallow" and p > 0:
+            self.prompt_embeddings = param(p, config.base.hidden_size)
         self.mask_embeddings = param(config.mask_tokens, config.base.hidden_size)
 
     @classmethod
     def create(cls, model: nn.Module, prompt_tokens: int = 16, mask_tokens: int = 3,
-               seed: int = 0, name: str | None = None) -> BitaAdapter:
+               seed: int = 0, name: str | None = None, prompt_style: str = "deep") -> BitaAdapter:
         """A freshly initialised adapter for ``model`` (N(0, 0.02), seeded)."""
         if prompt_tokens < 0 or mask_tokens < 1:
             raise BitaError("an adapter needs prompt_tokens >= 0 and mask_tokens >= 1")
-        config = AdapterConfig(prompt_tokens, mask_tokens, base_identity(model, name))
+        if prompt_style not in PROMPT_STYLES:
+            raise BitaError(f"prompt_style must be one of {PROMPT_STYLES}, not {prompt_style!r}")
+        config = AdapterConfig(prompt_tokens, mask_tokens, base_identity(model, name), prompt_style=prompt_style)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             adapter = cls(config)
@@ -141,16 +152,27 @@ class BitaAdapter(nn.Module):
     def n_masks(self) -> int:
         return self.config.mask_tokens
 
-    def prompt_cache(self, batch: int, dtype: torch.dtype,
+    def prompt_key_values(self, model: nn.Module, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, prompt keys and values [1, kv_heads, P, head_dim] (empty list when P = 0)."""
+        if not self.n_prompt:
+            return []
+        if self.config.prompt_style == "deep":
+            return [(k.to(dtype)[None], v.to(dtype)[None]) for k, v in zip(self.prompt_keys, self.prompt_values)]
+        cache = DynamicCache()
+        model.base_model(inputs_embeds=self.prompt_embeddings.to(dtype)[None], past_key_values=cache, use_cache=True)
+        return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def prompt_cache(self, model: nn.Module, batch: int, dtype: torch.dtype,
                      context: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DynamicCache:
         """A cache whose first P slots of every layer hold the prompt key/values, followed by
         ``context`` (per layer, keys and values [batch, kv_heads, T, head_dim]) when given."""
+        prompts = self.prompt_key_values(model, dtype)
         layers = []
         for layer in range(len(self.config.base.kv_shapes)):
             keys, values = [], []
-            if self.n_prompt:
-                keys.append(self.prompt_keys[layer].to(dtype)[None].expand(batch, -1, -1, -1))
-                values.append(self.prompt_values[layer].to(dtype)[None].expand(batch, -1, -1, -1))
+            if prompts:
+                keys.append(prompts[layer][0].expand(batch, -1, -1, -1))
+                values.append(prompts[layer][1].expand(batch, -1, -1, -1))
             if context is not None:
                 keys.append(context[layer][0])
                 values.append(context[layer][1])

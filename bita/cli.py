@@ -49,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--" + option.replace("_", "-"), type=type(value), default=value)
     train.set_defaults(run=run_train)
 
+    bench = commands.add_parser("bench", help="HF generate vs our AR loop vs BiTA on a prompt suite")
+    add_model_arguments(bench)
+    bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval or all")
+    bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
+    bench.add_argument("--limit", type=int, help="first N prompts (of each suite for 'all')")
+    bench.add_argument("--max-new-tokens", type=int, default=128)
+    bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
+    bench.add_argument("--tree", default=DEFAULT_TREE, help="tree spec, e.g. efficient:3,2,2 or chain:3")
+    bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
+    bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
+    bench.add_argument("--markdown", help="write the tables as Markdown here")
+    bench.set_defaults(run=run_bench)
+
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
     cost.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
@@ -121,6 +134,42 @@ def run_train(args: argparse.Namespace) -> dict:
     return {"output": config.output, **{k: info[k] for k in ("final_loss", "heldout_top1_per_depth", "device")},
             "text": f"adapter saved to {config.output}: loss {info['final_loss']:.3f}, "
                     f"held-out top-1 per depth {[round(a, 3) for a in info['heldout_top1_per_depth']]}"}
+
+
+def run_bench(args: argparse.Namespace) -> dict:
+    from pathlib import Path
+
+    from .bench import check_methods, run_bench as bench
+    from .generation import resolve_tree
+    from .loading import load_model
+    from .shipped import resolve_adapter
+    from .suites import load_prompts
+
+    methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
+    prompts = load_prompts(args.suite, args.prompts, args.limit)
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    adapter, adapter_name = resolve_adapter(loaded, args.adapter)
+    tree = resolve_tree(args.tree, adapter)
+    setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
+             "adapter": adapter_name, "tree": tree.spec, "suite": args.prompts or args.suite}
+    report = bench(loaded, adapter, tree, prompts, args.max_new_tokens, methods, setup)
+    markdown = report.to_markdown()
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(report.to_json(), indent=1))
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(markdown)
+    return {**report.summary(), "text": markdown}
+
+
+def describe_device(device) -> str:
+    """'cpu (N threads)' or the CUDA device's name."""
+    import torch
+
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:

@@ -117,7 +117,7 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], k: in
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, adapter.n_masks, chain)
-        cache = adapter.prompt_cache(1, model.get_input_embeddings().weight.dtype)
+        cache = adapter.prompt_cache(model, 1, model.get_input_embeddings().weight.dtype)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         bonus = int(output_logits(model, hidden[chain - 1]).argmax())
         drafts = draft_from(model, hidden[layout.group_rows[0]], k)

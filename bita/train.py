@@ -37,6 +37,7 @@ class TrainConfig:
     data: str = "data/self_generated.jsonl"
     output: str = "runs/adapter"
     prompt_tokens: int = 16
+    prompt_style: str = "deep"  # "deep" (per-layer key/values) or "shallow" (input embeddings)
     mask_tokens: int = 3
     steps: int = 400
     batch_size: int = 4
@@ -103,7 +104,7 @@ class SarObjective(nn.Module):
             inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(batch, -1, -1),
             position_ids=packed.positions,
             attention_mask=additive_mask(allowed, dtype, input_ids.device),
-            past_key_values=self.adapter.prompt_cache(batch, dtype, context),
+            past_key_values=self.adapter.prompt_cache(model, batch, dtype, context),
             use_cache=True,
         ).last_hidden_state
         logits = output_logits(model, hidden)  # [B, G*n, V]
@@ -151,7 +152,8 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
     heldout = [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
     if not train_set:
         raise BitaError(f"{config.data!r} holds no usable training samples")
-    adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name)
+    adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name,
+                                 config.prompt_style)
     objective = SarObjective(adapter, model)
     optimizer = torch.optim.AdamW(adapter.parameters(), lr=config.lr, weight_decay=0.0)
     scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup, config.steps)

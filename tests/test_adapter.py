@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 from conftest import tiny_model
+from transformers import DynamicCache
 
 from bita.adapter import CONFIG_NAME, WEIGHTS_NAME, BitaAdapter
 from bita.errors import BitaError
@@ -17,12 +18,25 @@ def test_parameter_shapes_follow_the_model(tiny):
     for key, value, (heads, dim) in zip(adapter.prompt_keys, adapter.prompt_values, shapes):
         assert key.shape == value.shape == (heads, 16, dim)
     assert adapter.mask_embeddings.shape == (3, 64)
-    cache = adapter.prompt_cache(2, torch.float32)
+    cache = adapter.prompt_cache(tiny, 2, torch.float32)
     assert cache.get_seq_length() == 16 and cache.layers[0].keys.shape[0] == 2
 
 
-def test_save_load_round_trip(tiny, tmp_path):
-    adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=2, seed=3)
+def test_shallow_prompts_are_embeddings_encoded_by_the_model(tiny):
+    adapter = BitaAdapter.create(tiny, prompt_tokens=5, mask_tokens=3, prompt_style="shallow")
+    assert adapter.prompt_embeddings.shape == (5, 64) and len(adapter.prompt_keys) == 0
+    cache = adapter.prompt_cache(tiny, 2, torch.float32)
+    reference = DynamicCache()
+    tiny.base_model(inputs_embeds=adapter.prompt_embeddings[None], past_key_values=reference, use_cache=True)
+    assert cache.get_seq_length() == 5
+    torch.testing.assert_close(cache.layers[-1].keys[1], reference.layers[-1].keys[0])
+    with pytest.raises(BitaError, match="prompt_style"):
+        BitaAdapter.create(tiny, prompt_style="wide")
+
+
+@pytest.mark.parametrize("prompt_style", ["deep", "shallow"])
+def test_save_load_round_trip(tiny, tmp_path, prompt_style):
+    adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=2, seed=3, prompt_style=prompt_style)
     adapter.config.training = {"steps": 7}
     adapter.save(tmp_path)
     loaded = BitaAdapter.load(tmp_path, tiny)

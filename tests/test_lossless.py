@@ -17,9 +17,10 @@ def emitted(steps):
     return [t for record in steps for t in record.emitted]
 
 
-@pytest.mark.parametrize("spec", SPECS)
-def test_bita_equals_hf_generate_and_ar_loop(tiny, spec):
-    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
+@pytest.mark.parametrize("spec,prompt_tokens,prompt_style", [(s, 8, "deep") for s in SPECS]
+                         + [(SPECS[0], 8, "shallow"), (SPECS[0], 0, "deep")])
+def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_style):
+    adapter = BitaAdapter.create(tiny, prompt_tokens=prompt_tokens, mask_tokens=3, seed=0, prompt_style=prompt_style)
     tree = parse_tree_spec(spec)
     for prompt in random_prompts(8, seed=11):
         reference = hf_generate(tiny, prompt, 24, [])

@@ -38,11 +38,12 @@ def test_make_batch_places_anchors_in_the_answer():
     assert batch.anchors.tolist() == [[2, 3, 4] + [-1] * 5, [0] + [-1] * 7]
 
 
-def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path):
+@pytest.mark.parametrize("prompt_style", ["deep", "shallow"])
+def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path, prompt_style):
     model = tiny_model("llama")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     write_self_generated(model, tmp_path / "data.jsonl", learnable=True)
-    adapter = train(model, "tiny-llama", config_for(tmp_path))
+    adapter = train(model, "tiny-llama", config_for(tmp_path, prompt_style=prompt_style))
     log = [json.loads(line) for line in (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()]
     first, last = sum(r["loss"] for r in log[:5]) / 5, sum(r["loss"] for r in log[-5:]) / 5
     assert last < 0.2 * first, (first, last)

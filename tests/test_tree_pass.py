@@ -19,7 +19,7 @@ N_MASKS = 3
 
 def cached_prefix(model, adapter, prompt):
     """Prefill ``prompt`` (with its mask group) and keep only the prompt in the cache."""
-    cache = adapter.prompt_cache(1, torch.float32)
+    cache = adapter.prompt_cache(model, 1, torch.float32)
     layout = decode_layout(EMPTY_TREE, adapter.n_masks, len(prompt))
     hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt), len(prompt) - 1, 0)
     keep_cache_rows(cache, adapter.n_prompt, list(range(len(prompt))))

@@ -1,0 +1,58 @@
+"""Prompt suites and the side-by-side bench (real default model, a few short prompts)."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from bita.cli import main
+from bita.errors import BitaError
+from bita.suites import humaneval, load_prompts, mt_bench
+
+
+def test_packaged_suites_are_complete():
+    questions = mt_bench()
+    assert len(questions) == 80 and set(Counter(q.category for q in questions).values()) == {10}
+    problems = humaneval()
+    assert len(problems) == 164 and "def has_close_elements" in problems[0].messages[0]["content"]
+    both = load_prompts("all", limit=3)
+    assert [p.id for p in both] == ["mt-bench/81", "mt-bench/82", "mt-bench/83", "HumanEval/0", "HumanEval/1",
+                                    "HumanEval/2"]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("{not json", "not JSON"),
+    ('{"prompt": "   "}', "non-empty"),
+    ('{"messages": [{"role": "assistant", "content": "hi"}]}', "ending with a user turn"),
+])
+def test_bad_prompt_files_are_refused(tmp_path, line, message):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"prompt": "fine"}\n' + line + "\n")
+    with pytest.raises(BitaError, match=message):
+        load_prompts(prompts_file=str(path))
+    with pytest.raises(BitaError, match="no prompts file"):
+        load_prompts(prompts_file=str(tmp_path / "missing.jsonl"))
+
+
+def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n"
+                       + json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"}]}) + "\n")
+    report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "efficient:2,2,1",
+                 "--json", str(report_path), "--markdown", str(table_path)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    summary = report["summary"]
+    assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1"
+    assert summary["mean_accepted"] >= 1 and summary["speedup"] > 0 and summary["ar_tokens_per_s"] > 0
+    assert set(report["categories"]) == {"chat", "prompts"}
+    first = report["prompts"][0]
+    assert first["id"] == "a" and set(first["seconds"]) == {"hf", "ar", "bita"}
+    assert first["tokens"]["hf"] == first["tokens"]["ar"] == first["new_tokens"]
+    assert "| **all** | 2 |" in table_path.read_text()
+
+
+def test_bench_refuses_a_run_without_baseline(capsys):
+    assert main(["bench", "--limit", "1", "--methods", "bita"]) == 2
+    assert "baseline" in capsys.readouterr().err
