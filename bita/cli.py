@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval or all")
     bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
     bench.add_argument("--limit", type=int, help="first N prompts (of each suite for 'all')")
+    bench.add_argument("--per-category", type=int, help="first N prompts of each category")
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
     bench.add_argument("--tree", default=DEFAULT_TREE, help="tree spec, e.g. efficient:3,2,2 or chain:3")
@@ -82,7 +83,7 @@ def run_generate(args: argparse.Namespace) -> dict:
     loaded = load_model(args.model, args.device, args.dtype, args.quantize)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
-    report = {"model": loaded.name, "device": str(loaded.device), "prompt_tokens": len(prompt_ids)}
+    report = {"model": loaded.name, "device": describe_device(loaded.device), "prompt_tokens": len(prompt_ids)}
     bita = ar = None
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
@@ -131,7 +132,7 @@ def run_train(args: argparse.Namespace) -> dict:
     loaded = load_model(args.model, args.device, args.dtype, args.quantize)
     adapter = train(loaded.model, loaded.name, config)
     info = adapter.config.training
-    return {"output": config.output, **{k: info[k] for k in ("final_loss", "heldout_top1_per_depth", "device")},
+    return {"output": config.output, **{k: info[k] for k in ("final_loss", "heldout_top1_per_depth", "device", "seconds")},
             "text": f"adapter saved to {config.output}: loss {info['final_loss']:.3f}, "
                     f"held-out top-1 per depth {[round(a, 3) for a in info['heldout_top1_per_depth']]}"}
 
@@ -140,13 +141,14 @@ def run_bench(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     from .bench import check_methods, run_bench as bench
+    from .decoding import describe_device
     from .generation import resolve_tree
     from .loading import load_model
     from .shipped import resolve_adapter
     from .suites import load_prompts
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
-    prompts = load_prompts(args.suite, args.prompts, args.limit)
+    prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
     loaded = load_model(args.model, args.device, args.dtype, args.quantize)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     tree = resolve_tree(args.tree, adapter)
@@ -161,15 +163,6 @@ def run_bench(args: argparse.Namespace) -> dict:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(markdown)
     return {**report.summary(), "text": markdown}
-
-
-def describe_device(device) -> str:
-    """'cpu (N threads)' or the CUDA device's name."""
-    import torch
-
-    if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -42,6 +43,16 @@ class DecodeState:
 
 def device_of(model: nn.Module) -> torch.device:
     return model.get_input_embeddings().weight.device
+
+
+def describe_device(device: torch.device) -> str:
+    """e.g. 'cuda:0 (NVIDIA H100 80GB HBM3)' or 'cpu (AMD EPYC 7B13, 2 threads)'."""
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+             if line.startswith("model name")]
+    return f"cpu ({names[0] + ', ' if names else ''}{torch.get_num_threads()} threads)"
 
 
 def synchronize(device: torch.device) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,18 +84,31 @@ def from_jsonl(path: str | Path) -> list[BenchPrompt]:
     return prompts
 
 
-def load_prompts(suite: str = "mt-bench", prompts_file: str | None = None, limit: int | None = None) -> list[BenchPrompt]:
-    """Prompts of ``prompts_file`` when given, else of a named suite; the first ``limit`` of each
-    source (so ``all`` with a limit samples both suites)."""
-    if limit is not None and limit < 1:
-        raise BitaError(f"the prompt limit must be at least 1, not {limit}")
+def load_prompts(suite: str = "mt-bench", prompts_file: str | None = None, limit: int | None = None,
+                 per_category: int | None = None) -> list[BenchPrompt]:
+    """Prompts of ``prompts_file`` when given, else of a named suite. ``limit``: the first N of
+    each source (so ``all`` samples both suites); ``per_category``: the first N of each category."""
+    for name, value in (("limit", limit), ("per-category limit", per_category)):
+        if value is not None and value < 1:
+            raise BitaError(f"the {name} must be at least 1, not {value}")
     if prompts_file:
         sources = [lambda: from_jsonl(prompts_file)]
     elif suite in SOURCES or suite == "all":
         sources = list(SOURCES.values()) if suite == "all" else [SOURCES[suite]]
     else:
         raise BitaError(f"unknown suite {suite!r}: choose one of {', '.join(SUITES)}")
-    return [prompt for source in sources for prompt in source()[:limit]]
+    prompts = [prompt for source in sources for prompt in source()[:limit]]
+    return prompts if per_category is None else first_of_each_category(prompts, per_category)
+
+
+def first_of_each_category(prompts: list[BenchPrompt], count: int) -> list[BenchPrompt]:
+    seen: Counter[str] = Counter()
+    kept = []
+    for prompt in prompts:
+        seen[prompt.category] += 1
+        if seen[prompt.category] <= count:
+            kept.append(prompt)
+    return kept
 
 
 SOURCES = {"mt-bench": mt_bench, "humaneval": humaneval}

@@ -25,7 +25,7 @@ from transformers import DynamicCache, get_cosine_schedule_with_warmup
 
 from .adapter import BitaAdapter
 from .data import read_samples
-from .decoding import output_logits
+from .decoding import describe_device, device_of, output_logits
 from .errors import BitaError
 from .masks import additive_mask, packed_groups
 
@@ -129,12 +129,13 @@ def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, dev
     return (hits / counted.clamp(min=1)).tolist() if heldout else []
 
 
-def _save_checkpoint(accelerator, run_dir: Path, step: int) -> None:
-    """Write the accelerate state next to the old checkpoint, then swap it in."""
+def _save_checkpoint(accelerator, run_dir: Path, step: int, seconds: float) -> None:
+    """Write the accelerate state next to the old checkpoint, then swap it in. ``seconds``:
+    training time so far, summed over resumed runs."""
     staging, final = run_dir / "checkpoint.tmp", run_dir / "checkpoint"
     accelerator.save_state(str(staging))
     if accelerator.is_main_process:
-        (staging / "step.json").write_text(json.dumps({"step": step}))
+        (staging / "step.json").write_text(json.dumps({"step": step, "seconds": seconds}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(staging, final)
     accelerator.wait_for_everyone()
@@ -143,7 +144,8 @@ def _save_checkpoint(accelerator, run_dir: Path, step: int) -> None:
 def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter:
     from accelerate import Accelerator
 
-    accelerator = Accelerator()
+    # cpu=True lets a multi-process launch on a CPU-only machine use gloo (MULTI_CPU).
+    accelerator = Accelerator(cpu=device_of(model).type == "cpu")
     device = accelerator.device
     model.to(device)
     samples = read_samples(Path(config.data))
@@ -161,10 +163,11 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
     accelerator.register_for_checkpointing(scheduler)
 
     run_dir = Path(config.output).with_suffix(".run")
-    start = 0
+    start, seconds_before = 0, 0.0
     if (run_dir / "checkpoint" / "step.json").is_file():
         accelerator.load_state(str(run_dir / "checkpoint"))
-        start = json.loads((run_dir / "checkpoint" / "step.json").read_text())["step"]
+        progress = json.loads((run_dir / "checkpoint" / "step.json").read_text())
+        start, seconds_before = progress["step"], progress.get("seconds", 0.0)
         accelerator.print(f"resuming from step {start} ({run_dir / 'checkpoint'})")
     run_dir.mkdir(parents=True, exist_ok=True)
     log = (run_dir / "log.jsonl").open("a") if accelerator.is_main_process else None
@@ -192,12 +195,13 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
             log.write(json.dumps(record) + "\n")
             log.flush()
         if (step + 1) % config.checkpoint_every == 0:
-            _save_checkpoint(accelerator, run_dir, step + 1)
+            _save_checkpoint(accelerator, run_dir, step + 1, seconds_before + time.perf_counter() - started)
     trained = accelerator.unwrap_model(objective).adapter
     trained.config.training = {
         **asdict(config), "train_samples": len(train_set), "heldout_samples": len(heldout),
         "final_loss": loss_value, "heldout_top1_per_depth": accuracy, "processes": accelerator.num_processes,
-        "device": str(device), "seconds_this_run": round(time.perf_counter() - started, 1),
+        "train_answer_tokens": sum(len(s["answer_ids"]) for s in train_set),
+        "hardware": describe_device(device), "seconds": round(seconds_before + time.perf_counter() - started, 1),
     }
     if accelerator.is_main_process:
         trained.save(config.output)

@@ -18,6 +18,8 @@ def test_packaged_suites_are_complete():
     both = load_prompts("all", limit=3)
     assert [p.id for p in both] == ["mt-bench/81", "mt-bench/82", "mt-bench/83", "HumanEval/0", "HumanEval/1",
                                     "HumanEval/2"]
+    sampled = load_prompts("all", per_category=2)
+    assert len(sampled) == 18 and Counter(p.category for p in sampled)["humaneval"] == 2
 
 
 @pytest.mark.parametrize("line,message", [

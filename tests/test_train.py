@@ -60,8 +60,8 @@ def test_interrupted_training_resumes_to_the_same_adapter(tmp_path, monkeypatch)
     straight = train(model, "tiny", config_for(tmp_path, steps=20, output=str(tmp_path / "straight")))
     save_checkpoint = bita.train._save_checkpoint
 
-    def save_then_die(accelerator, run_dir, step):
-        save_checkpoint(accelerator, run_dir, step)
+    def save_then_die(accelerator, run_dir, step, seconds):
+        save_checkpoint(accelerator, run_dir, step, seconds)
         if step == 10:
             raise KeyboardInterrupt  # killed right after the step-10 checkpoint
 
