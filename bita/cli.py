@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
+    bench.add_argument("--html", help="write Plotly figures (speedup per category, tau histogram) here")
     bench.set_defaults(run=run_bench)
 
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--context", type=int, default=300, help="cached context length")
     cost.add_argument("--repeats", type=int, default=10)
     cost.add_argument("--json", action="store_true")
+    cost.add_argument("--html", help="write a Plotly figure of cost per pass against rows here")
     cost.set_defaults(run=run_pass_cost)
     return parser
 
@@ -162,6 +164,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(markdown)
+    if args.html:
+        from viz.bench import speedup_by_category, tau_histogram, write_html
+
+        data = report.to_json()
+        write_html([speedup_by_category(data), tau_histogram(data)], args.html)
     return {**report.summary(), "text": markdown}
 
 
@@ -176,6 +183,10 @@ def run_pass_cost(args: argparse.Namespace) -> dict:
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     rows = measure_pass_costs(loaded, adapter, args.trees or COST_TREES, args.context, args.repeats)
     table = "\n".join(f"{r['tree']:<34} {r['rows']:>4} rows  {1000 * r['seconds']:8.1f} ms" for r in rows)
+    if args.html:
+        from viz.bench import pass_cost_figure, write_html
+
+        write_html([pass_cost_figure(rows[1:], ar_seconds=rows[0]["seconds"])], args.html, "BiTA pass cost")
     return {"model": loaded.name, "device": str(loaded.device), "context": args.context, "passes": rows,
             "text": table}
 

@@ -1,0 +1,1 @@
+"""Figures and HTML built from BiTA step records and bench reports (pure functions, Plotly)."""
