@@ -134,7 +134,8 @@ def run_train(args: argparse.Namespace) -> dict:
     loaded = load_model(args.model, args.device, args.dtype, args.quantize)
     adapter = train(loaded.model, loaded.name, config)
     info = adapter.config.training
-    return {"output": config.output, **{k: info[k] for k in ("final_loss", "heldout_top1_per_depth", "device", "seconds")},
+    shown = ("final_loss", "heldout_top1_per_depth", "hardware", "seconds")
+    return {"output": config.output, **{k: info[k] for k in shown},
             "text": f"adapter saved to {config.output}: loss {info['final_loss']:.3f}, "
                     f"held-out top-1 per depth {[round(a, 3) for a in info['heldout_top1_per_depth']]}"}
 

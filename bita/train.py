@@ -134,6 +134,7 @@ def _save_checkpoint(accelerator, run_dir: Path, step: int, seconds: float) -> N
     training time so far, summed over resumed runs."""
     staging, final = run_dir / "checkpoint.tmp", run_dir / "checkpoint"
     accelerator.save_state(str(staging))
+    accelerator.wait_for_everyone()  # every process has written its random state
     if accelerator.is_main_process:
         (staging / "step.json").write_text(json.dumps({"step": step, "seconds": seconds}))
         shutil.rmtree(final, ignore_errors=True)

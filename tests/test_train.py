@@ -2,6 +2,10 @@
 and an interrupted run resumes to the same result."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,3 +77,24 @@ def test_interrupted_training_resumes_to_the_same_adapter(tmp_path, monkeypatch)
     resumed = train(model, "tiny", resumed_config)
     for a, b in zip(straight.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b)
+
+
+def test_two_cpu_processes_train_together(tmp_path, default_model):
+    """torchrun with two CPU processes: accelerate joins them over gloo and records both."""
+    model = tiny_model("llama")
+    model.save_pretrained(tmp_path / "tiny")
+    default_model.tokenizer.save_pretrained(tmp_path / "tiny")  # any tokenizer: training reads token ids
+    write_self_generated(model, tmp_path / "data.jsonl", learnable=True)
+    settings = dict(steps=6, batch_size=2, anchors=8, max_length=64, eval_every=6, eval_samples=4,
+                    checkpoint_every=3, prompt_tokens=4)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "bita", "train", "--model", str(tmp_path / "tiny"), "--data", str(tmp_path / "data.jsonl"),
+               "--output", str(tmp_path / "adapter")]
+    command += [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()]
+    done = subprocess.run(command, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    training = BitaAdapter.load(tmp_path / "adapter", model).config.training
+    assert training["processes"] == 2 and training["steps"] == 6
+    log = (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()
+    assert len(log) == 6, "only the main process writes the log"
