@@ -1,4 +1,4 @@
-"""End to end on the real default model: BiTA output equals HF generate's."""
+"""End to end on the real default model: BiTA output equals HF generate's; the shipped adapter drafts."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from bita.autoregressive import hf_generate
 from bita.errors import BitaError
 from bita.generation import DEFAULT_TREE, collect, run_hf, stream_ar, stream_bita
 from bita.loading import encode_chat
-from bita.shipped import resolve_adapter
+from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 
 PROMPTS = [
     "Write a Python function that reverses a string.",
@@ -53,3 +53,17 @@ def test_absurd_lengths_are_refused(default_model, adapter, max_new_tokens, mess
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "hi"}])
     with pytest.raises(BitaError, match=message):
         stream_bita(default_model, adapter, ids, max_new_tokens, DEFAULT_TREE)
+
+
+def test_shipped_adapter_is_the_default_and_drafts_well(default_model, adapter):
+    """The adapter under assets/ loads by default, is small, records its training, and drafts:
+    on a plain chat prompt it must accept more than one token per pass."""
+    name = default_adapter_name(default_model)
+    assert name != UNTRAINED and name in shipped_adapters()
+    directory = shipped_adapters()[name]
+    assert sum(f.stat().st_size for f in directory.iterdir()) < 5 * 2**20
+    training = adapter.config.training
+    assert training["steps"] > 0 and len(training["heldout_top1_per_depth"]) == adapter.n_masks
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "List five fruits, one per line."}])
+    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, DEFAULT_TREE))
+    assert run.tokens == run_hf(default_model, ids, 48).tokens and run.mean_accepted > 1.3

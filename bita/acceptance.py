@@ -1,0 +1,75 @@
+"""Acceptance statistics: where the true next tokens fall among BiTA's drafts, and what any
+draft tree would accept and earn given that. Pure functions over step records; no model.
+
+Greedy BiTA output equals AR output, so a finished run is its own ground truth: the drafts a
+pass makes for the next pass are scored against the tokens that were really emitted after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .records import StepRecord
+from .tree import ROOT, DraftTree
+
+MISS = -1  # the true token is not among the drafted candidates
+
+
+def draft_ranks(records: list[StepRecord]) -> list[tuple[int, ...]]:
+    """One tuple per pass that drafted and whose future is known: per depth d, the rank of the
+    true token among that depth's drafted candidates, or MISS."""
+    output = [token for record in records for token in record.emitted]
+    ranks, produced = [], 0
+    for record in records:
+        produced += len(record.emitted)
+        truth = output[produced: produced + len(record.next_drafts)]
+        if not record.next_drafts or len(truth) < len(record.next_drafts):
+            continue
+        ranks.append(tuple(next((rank for rank, (token, _) in enumerate(candidates) if token == true), MISS)
+                           for candidates, true in zip(record.next_drafts, truth)))
+    return ranks
+
+
+def walk(tree: DraftTree, ranks: tuple[int, ...]) -> tuple[int, int]:
+    """(accepted drafts, last accepted node or ROOT) when the true token of depth d has draft
+    rank ``ranks[d-1]``: the verification walk of ``verify_greedy`` on ranks instead of tokens."""
+    current, accepted = ROOT, 0
+    for rank in ranks:
+        match = next((c for c in tree.children.get(current, ()) if tree.nodes[c].rank == rank), None)
+        if match is None:
+            break
+        current, accepted = match, accepted + 1
+    return accepted, current
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What a tree would do on passes with these ranks.
+
+    tokens_per_drafted_pass: mean accepted drafts + 1 (the bonus) on a pass that has drafts.
+    draftless_share: probability that the last accepted node carries no mask group, so the
+        next pass runs with no drafts (root and one group only) and emits exactly one token.
+    """
+
+    tree: str
+    tokens_per_drafted_pass: float
+    draftless_share: float
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Long-run mean over drafted and draftless passes (tau)."""
+        return (self.tokens_per_drafted_pass + self.draftless_share) / (1 + self.draftless_share)
+
+    def tokens_per_second(self, tree_seconds: float, draftless_seconds: float) -> float:
+        """Expected throughput given the measured cost of a tree pass and of a draftless pass."""
+        tokens = self.tokens_per_drafted_pass + self.draftless_share
+        return tokens / (tree_seconds + self.draftless_share * draftless_seconds)
+
+
+def forecast(tree: DraftTree, ranks: list[tuple[int, ...]]) -> Forecast:
+    """Expected acceptance of ``tree`` over the sampled passes ``ranks`` (must be non-empty)."""
+    if not ranks:
+        raise ValueError("forecast needs at least one pass of draft ranks")
+    walks = [walk(tree, r) for r in ranks]
+    draftless = sum(last != ROOT and not tree.nodes[last].has_group for _, last in walks)
+    return Forecast(tree.spec, sum(accepted + 1 for accepted, _ in walks) / len(walks), draftless / len(walks))
