@@ -58,6 +58,7 @@ class AdapterConfig:
     init_std: float = 0.02
     prompt_style: str = "deep"  # one of PROMPT_STYLES
     training: dict = field(default_factory=dict)
+    acceptance: dict = field(default_factory=dict)  # draft-rank statistics, see calibration.py
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)

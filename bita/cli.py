@@ -11,6 +11,10 @@ from .generation import DEFAULT_TREE, collect, run_hf, stream_bita
 from .train import TrainConfig
 
 
+FORECAST_TREES = ["chain:1", "chain:2", "chain:3", "efficient:3,2,2/chain-groups", "efficient:3,2,2",
+                  "efficient:5,4,3", "full:2,2,2", "full:3,3,3"]
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a hub id or a path")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
@@ -63,6 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures (speedup per category, tau histogram) here")
     bench.set_defaults(run=run_bench)
+
+    calibration = commands.add_parser("calibrate", help="measure an adapter's draft-rank statistics on held-out "
+                                                        "data and store them with it")
+    add_model_arguments(calibration)
+    calibration.add_argument("--adapter", required=True, help="adapter directory or a shipped adapter's name")
+    calibration.add_argument("--data", default=TrainConfig.data, help="self-generated JSONL (its held-out split)")
+    calibration.add_argument("--samples", type=int, default=TrainConfig.eval_samples, help="held-out samples to score")
+    calibration.add_argument("--trees", nargs="*", default=FORECAST_TREES, help="trees to forecast tau for")
+    calibration.set_defaults(run=run_calibrate)
 
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
@@ -171,6 +184,30 @@ def run_bench(args: argparse.Namespace) -> dict:
         data = report.to_json()
         write_html([speedup_by_category(data), tau_histogram(data)], args.html)
     return {**report.summary(), "text": markdown}
+
+
+def run_calibrate(args: argparse.Namespace) -> dict:
+    from pathlib import Path
+
+    from .acceptance import forecast
+    from .calibration import calibrate, stored_ranks
+    from .data import read_samples
+    from .generation import resolve_tree
+    from .loading import load_model
+    from .shipped import UNTRAINED, resolve_adapter
+
+    if args.adapter == UNTRAINED or args.samples < 1:
+        raise BitaError("calibrate needs a trained adapter and --samples of at least 1")
+    heldout = read_samples(Path(args.data), split="heldout")[: args.samples]
+    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    adapter, adapter_path = resolve_adapter(loaded, args.adapter)
+    trees = [resolve_tree(spec, adapter) for spec in args.trees]
+    record = calibrate(adapter, loaded.model, heldout)
+    adapter.save(adapter_path)
+    forecasts = {tree.spec: forecast(tree, stored_ranks(adapter)).tokens_per_pass for tree in trees}
+    lines = [f"{record['passes']} scored passes from {record['samples']} held-out samples; saved to {adapter_path}"]
+    lines += [f"{spec:<34} forecast tau {tau:.2f}" for spec, tau in forecasts.items()]
+    return {"adapter": adapter_path, "passes": record["passes"], "forecast_tau": forecasts, "text": "\n".join(lines)}
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:

@@ -1,10 +1,9 @@
 """Bi-directional tuning: train prompt and mask parameters with the SAR loss, base model frozen.
 
-Each sample packs up to G mask groups (one per anchor position). The ordinary tokens are
-encoded once without gradient (their key/values never depend on the adapter); the mask rows
-then attend to ``[prompt slots | those key/values | their own group]`` with gradient.
-Runs under accelerate: ``python -m bita train`` on CPU or one GPU, ``accelerate launch -m bita
-train`` on several processes. Checkpoints every few steps and resumes from the last one.
+The objective lives in ``objective.py``. Runs under accelerate: ``python -m bita train`` on
+CPU or one GPU; ``torchrun`` or ``accelerate launch`` for several processes. Checkpoints every
+few steps and resumes from the last one. At the end, the adapter's draft-rank statistics are
+measured on the held-out samples (``calibration.py``) and saved with it.
 """
 
 from __future__ import annotations
@@ -18,18 +17,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
-from transformers import DynamicCache, get_cosine_schedule_with_warmup
+from transformers import get_cosine_schedule_with_warmup
 
 from .adapter import BitaAdapter
+from .calibration import calibrate
 from .data import read_samples
-from .decoding import describe_device, device_of, output_logits
+from .decoding import describe_device, device_of
 from .errors import BitaError
-from .masks import additive_mask, packed_groups
-
-IGNORE = -100
+from .objective import SarObjective, make_batch
 
 
 @dataclass
@@ -49,72 +46,6 @@ class TrainConfig:
     eval_samples: int = 48
     checkpoint_every: int = 25
     seed: int = 0
-
-
-@dataclass
-class Batch:
-    input_ids: torch.Tensor  # [B, T] right-padded prompt + answer
-    lengths: torch.Tensor  # [B]
-    anchors: torch.Tensor  # [B, G] ordinary positions carrying a mask group, -1 = unused
-
-
-def make_batch(samples: list[dict], n_anchors: int, max_length: int, rng: random.Random,
-               every_anchor: bool = False) -> Batch:
-    """Anchors lie in the answer: from the last prompt token to the third-last token.
-    ``every_anchor``: take the first ``n_anchors`` anchors in order (for evaluation)."""
-    sequences, anchor_lists = [], []
-    for sample in samples:
-        sequence = (sample["prompt_ids"] + sample["answer_ids"])[:max_length]
-        candidates = list(range(len(sample["prompt_ids"]) - 1, len(sequence) - 2))
-        chosen = candidates[:n_anchors] if every_anchor else sorted(rng.sample(candidates, min(n_anchors, len(candidates))))
-        sequences.append(sequence)
-        anchor_lists.append(chosen + [-1] * (n_anchors - len(chosen)))
-    width = max(map(len, sequences))
-    return Batch(torch.tensor([s + [0] * (width - len(s)) for s in sequences]),
-                 torch.tensor([len(s) for s in sequences]), torch.tensor(anchor_lists))
-
-
-class SarObjective(nn.Module):
-    """The adapter plus a (non-registered) frozen base model; forward returns the SAR loss and
-    per-depth top-1 counts. Wrapping makes the adapter the only module DDP synchronises."""
-
-    def __init__(self, adapter: BitaAdapter, model: nn.Module):
-        super().__init__()
-        self.adapter = adapter
-        self._frozen = (model,)
-
-    def forward(self, input_ids, lengths, anchors):
-        model = self._frozen[0]
-        n = self.adapter.n_masks
-        batch, width = input_ids.shape
-        dtype = model.get_input_embeddings().weight.dtype
-        valid = torch.arange(width, device=input_ids.device)[None] < lengths[:, None]  # [B, T]
-        with torch.no_grad():
-            ordinary = DynamicCache()
-            model.base_model(input_ids=input_ids, attention_mask=valid.long(), past_key_values=ordinary, use_cache=True)
-        context = [(layer.keys, layer.values) for layer in ordinary.layers]
-        packed = packed_groups(anchors, n, width)
-        rows = anchors.shape[1] * n
-        allowed = torch.cat([
-            torch.ones(batch, rows, self.adapter.n_prompt, dtype=torch.bool, device=input_ids.device),
-            packed.visible_ordinary & valid[:, None, :],
-            packed.visible_masks[None].expand(batch, -1, -1),
-        ], dim=2)
-        hidden = model.base_model(
-            inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(batch, -1, -1),
-            position_ids=packed.positions,
-            attention_mask=additive_mask(allowed, dtype, input_ids.device),
-            past_key_values=self.adapter.prompt_cache(model, batch, dtype, context),
-            use_cache=True,
-        ).last_hidden_state
-        logits = output_logits(model, hidden)  # [B, G*n, V]
-        counted = (anchors >= 0).repeat_interleave(n, dim=1) & (packed.target_index < lengths[:, None])
-        targets = input_ids.gather(1, packed.target_index.clamp(max=width - 1)).masked_fill(~counted, IGNORE)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-        hits = (logits.argmax(-1) == targets) & counted
-        depth = torch.arange(rows, device=input_ids.device) % n
-        per_depth = lambda x: torch.zeros(n, device=x.device).index_add_(0, depth, x.float().sum(0))  # noqa: E731
-        return loss, per_depth(hits), per_depth(counted)
 
 
 def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, device) -> list[float]:
@@ -205,6 +136,8 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
         "hardware": describe_device(device), "seconds": round(seconds_before + time.perf_counter() - started, 1),
     }
     if accelerator.is_main_process:
+        if heldout:
+            calibrate(trained, model, heldout)
         trained.save(config.output)
     accelerator.wait_for_everyone()
     return trained

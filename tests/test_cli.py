@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from bita.adapter import WEIGHTS_NAME, BitaAdapter
+from bita.autoregressive import hf_generate
 from bita.cli import main
+from bita.loading import encode_chat
 
 REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_per_s", "bita_tokens_per_s",
             "identical_to_ar", "device", "model", "adapter"}
@@ -54,3 +56,19 @@ def test_corrupted_adapter_is_refused(capsys, tmp_path, default_model):
     (tmp_path / WEIGHTS_NAME).write_bytes(b"\x00" * 100)
     code, err = run_cli(capsys, "--prompt", "hi", "--adapter", str(tmp_path))
     assert code == 2 and "corrupted adapter weights" in err
+
+
+def test_calibrate_stores_rank_statistics_with_the_adapter(capsys, tmp_path, default_model):
+    BitaAdapter.create(default_model.model, 4, 3).save(tmp_path / "adapter")
+    prompt = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Name a colour."}])
+    answer = hf_generate(default_model.model, prompt, 16, [])
+    sample = {"key": "a", "split": "heldout", "prompt_ids": prompt, "answer_ids": answer}
+    (tmp_path / "data.jsonl").write_text(json.dumps(sample) + "\n")
+    code = main(["calibrate", "--adapter", str(tmp_path / "adapter"), "--data", str(tmp_path / "data.jsonl"),
+                 "--trees", "chain:2", "efficient:3,2,2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    acceptance = BitaAdapter.load(tmp_path / "adapter", default_model.model).config.acceptance
+    # one scored pass per answer position whose three drafted tokens all lie inside the answer
+    assert acceptance["samples"] == 1 and acceptance["passes"] == len(answer) - 3
+    assert sum(acceptance["rank_counts"].values()) == acceptance["passes"] and "forecast tau" in out

@@ -12,9 +12,13 @@ import torch
 from conftest import random_prompts, tiny_model
 
 import bita.train
+from bita.acceptance import forecast
 from bita.adapter import BitaAdapter
 from bita.autoregressive import hf_generate
-from bita.train import TrainConfig, make_batch, train
+from bita.calibration import stored_ranks
+from bita.objective import make_batch
+from bita.train import TrainConfig, train
+from bita.tree import parse_tree_spec
 
 
 def write_self_generated(model, path, count=24, learnable=False):
@@ -55,6 +59,9 @@ def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path, prompt_
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "base model must stay frozen"
     saved = BitaAdapter.load(tmp_path / "adapter", model)
     assert saved.config.training["steps"] == 40 and len(saved.config.training["heldout_top1_per_depth"]) == 3
+    assert saved.config.acceptance["samples"] == 4 and saved.config.acceptance["passes"] > 50
+    # the learnt drafts are right at every depth, so a 3-deep chain is forecast to emit ~4 tokens a pass
+    assert forecast(parse_tree_spec("chain:3"), stored_ranks(saved)).tokens_per_pass > 3.5
     assert torch.equal(saved.mask_embeddings, adapter.mask_embeddings.detach())
 
 
