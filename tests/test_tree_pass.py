@@ -75,3 +75,19 @@ def test_ordinary_rows_ignore_prompts_and_masks(tiny):
     ordinary = ~layout.is_mask
     torch.testing.assert_close(a[ordinary], b[ordinary], atol=1e-6, rtol=1e-6)
     assert not torch.allclose(a[layout.is_mask], b[layout.is_mask]), "masks must depend on the adapter"
+
+
+@pytest.mark.parametrize("prompt_style", ["deep", "shallow"])
+def test_training_groups_equal_decoding_groups(tiny, prompt_style):
+    """A mask group packed in a training sequence gives the logits a decoding pass gives for
+    a group anchored at the same token: what is trained is what drafts."""
+    from bita.objective import SarObjective
+
+    adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=N_MASKS, seed=3, prompt_style=prompt_style)
+    sequence = random_prompts(1, seed=5, low=20, high=21)[0]
+    anchors = torch.tensor([[3, 9, 15]])
+    logits, _, _ = SarObjective(adapter, tiny).mask_logits(torch.tensor([sequence]), torch.tensor([len(sequence)]),
+                                                           anchors)
+    for group, anchor in enumerate(anchors[0].tolist()):
+        expected = lone_group_logits(tiny, adapter, sequence[: anchor + 1])
+        torch.testing.assert_close(logits[0, group * N_MASKS:(group + 1) * N_MASKS], expected, atol=1e-4, rtol=1e-4)
