@@ -7,6 +7,8 @@ pass makes for the next pass are scored against the tokens that were really emit
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .records import StepRecord
@@ -66,10 +68,16 @@ class Forecast:
         return tokens / (tree_seconds + self.draftless_share * draftless_seconds)
 
 
-def forecast(tree: DraftTree, ranks: list[tuple[int, ...]]) -> Forecast:
-    """Expected acceptance of ``tree`` over the sampled passes ``ranks`` (must be non-empty)."""
-    if not ranks:
+def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[int, ...]]) -> Forecast:
+    """Expected acceptance of ``tree`` over sampled passes: a list of rank tuples, or a mapping
+    from rank tuple to how many passes had it (must be non-empty)."""
+    counts = ranks if isinstance(ranks, Mapping) else Counter(ranks)
+    total = sum(counts.values())
+    if not total:
         raise ValueError("forecast needs at least one pass of draft ranks")
-    walks = [walk(tree, r) for r in ranks]
-    draftless = sum(last != ROOT and not tree.nodes[last].has_group for _, last in walks)
-    return Forecast(tree.spec, sum(accepted + 1 for accepted, _ in walks) / len(walks), draftless / len(walks))
+    tokens = draftless = 0
+    for rank, count in counts.items():
+        accepted, last = walk(tree, rank)
+        tokens += (accepted + 1) * count
+        draftless += count * (last != ROOT and not tree.nodes[last].has_group)
+    return Forecast(tree.spec, tokens / total, draftless / total)

@@ -52,13 +52,12 @@ def acceptance_record(ranks: list[tuple[int, ...]], max_rank: int = MAX_RANK, sa
             "rank_counts": dict(counts.most_common())}
 
 
-def stored_ranks(adapter: BitaAdapter) -> list[tuple[int, ...]]:
-    """The rank tuples recorded in the adapter's config (one per scored pass)."""
+def stored_ranks(adapter: BitaAdapter) -> Counter[tuple[int, ...]]:
+    """Rank tuple -> number of scored passes, as recorded in the adapter's config."""
     record = adapter.config.acceptance
     if not record or not record.get("rank_counts"):
         raise BitaError("this adapter has no acceptance statistics: run 'python -m bita calibrate --adapter DIR'")
-    return [tuple(int(v) for v in key.split(",")) for key, count in record["rank_counts"].items()
-            for _ in range(count)]
+    return Counter({tuple(int(v) for v in key.split(",")): count for key, count in record["rank_counts"].items()})
 
 
 def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_rank: int = MAX_RANK) -> dict:
