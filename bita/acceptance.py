@@ -17,18 +17,18 @@ from .tree import ROOT, DraftTree
 MISS = -1  # the true token is not among the drafted candidates
 
 
-def draft_ranks(records: list[StepRecord]) -> list[tuple[int, ...]]:
-    """One tuple per pass that drafted and whose future is known: per depth d, the rank of the
-    true token among that depth's drafted candidates, or MISS."""
+def draft_ranks(records: list[StepRecord]) -> dict[int, tuple[int, ...]]:
+    """Record index -> per depth d, the rank of the true token among that depth's drafted
+    candidates (or MISS), for every pass that drafted and whose future is known."""
     output = [token for record in records for token in record.emitted]
-    ranks, produced = [], 0
-    for record in records:
+    ranks, produced = {}, 0
+    for index, record in enumerate(records):
         produced += len(record.emitted)
         truth = output[produced: produced + len(record.next_drafts)]
         if not record.next_drafts or len(truth) < len(record.next_drafts):
             continue
-        ranks.append(tuple(next((rank for rank, (token, _) in enumerate(candidates) if token == true), MISS)
-                           for candidates, true in zip(record.next_drafts, truth)))
+        ranks[index] = tuple(next((rank for rank, (token, _) in enumerate(candidates) if token == true), MISS)
+                             for candidates, true in zip(record.next_drafts, truth))
     return ranks
 
 

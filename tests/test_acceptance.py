@@ -18,7 +18,7 @@ def test_ranks_score_each_pass_against_what_came_after():
                record([11, 12, 13], [[80, 14], [81, 82], [15, 83]]),  # truth: 14 15 16
                record([14, 15], [[16, 90], [91, 17], [18, 92]]),  # truth: 16 17 (only two known)
                record([16, 17], [])]
-    assert draft_ranks(records) == [(0, 0, 1), (1, MISS, MISS)]
+    assert draft_ranks(records) == {0: (0, 0, 1), 1: (1, MISS, MISS)}
 
 
 @pytest.mark.parametrize("spec,expected", [("efficient:2,2,2", 3), ("chain:3", 2), ("full:1,1,2", 3),

@@ -2,11 +2,13 @@
 
 import pytest
 
+from bita.acceptance import draft_ranks, walk
 from bita.autoregressive import hf_generate
 from bita.errors import BitaError
 from bita.generation import DEFAULT_TREE, collect, run_hf, stream_ar, stream_bita
 from bita.loading import encode_chat
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from bita.tree import parse_tree_spec
 
 PROMPTS = [
     "Write a Python function that reverses a string.",
@@ -67,3 +69,14 @@ def test_shipped_adapter_is_the_default_and_drafts_well(default_model, adapter):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "List five fruits, one per line."}])
     run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, DEFAULT_TREE))
     assert run.tokens == run_hf(default_model, ids, 48).tokens and run.mean_accepted > 1.3
+
+
+def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):
+    """Scoring each pass's drafts against the final output and walking the tree on those ranks
+    gives exactly the number of drafts the next real pass accepted."""
+    tree = parse_tree_spec("efficient:3,2,2")
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Describe a sunny day in the park."}])
+    records = list(stream_bita(default_model, adapter, ids, 64, tree))
+    ranks = draft_ranks(records)
+    pairs = [(walk(tree, r)[0], len(records[i + 1].accepted)) for i, r in ranks.items() if i + 1 < len(records)]
+    assert len(pairs) >= len(records) - 4 and all(p == a for p, a in pairs)
