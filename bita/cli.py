@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_generate(args: argparse.Namespace) -> dict:
+    from .decoding import describe_device
     from .loading import encode_chat, load_model
     from .shipped import resolve_adapter
 
