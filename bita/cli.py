@@ -172,17 +172,14 @@ def run_bench(args: argparse.Namespace) -> dict:
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
              "adapter": adapter_name, "tree": tree.spec, "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, tree, prompts, args.max_new_tokens, methods, setup)
-    markdown = report.to_markdown()
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(report.to_json(), indent=1))
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(markdown)
+    data, markdown = report.to_json(), report.to_markdown()
+    for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
     if args.html:
         from viz.bench import speedup_by_category, tau_histogram, write_html
 
-        data = report.to_json()
         write_html([speedup_by_category(data), tau_histogram(data)], args.html)
     return {**report.summary(), "text": markdown}
 
@@ -205,7 +202,8 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
     record = calibrate(adapter, loaded.model, heldout)
     adapter.save(adapter_path)
-    forecasts = {tree.spec: forecast(tree, stored_ranks(adapter)).tokens_per_pass for tree in trees}
+    ranks = stored_ranks(adapter)
+    forecasts = {tree.spec: forecast(tree, ranks).tokens_per_pass for tree in trees}
     lines = [f"{record['passes']} scored passes from {record['samples']} held-out samples; saved to {adapter_path}"]
     lines += [f"{spec:<34} forecast tau {tau:.2f}" for spec, tau in forecasts.items()]
     return {"adapter": adapter_path, "passes": record["passes"], "forecast_tau": forecasts, "text": "\n".join(lines)}
