@@ -63,22 +63,28 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree, pro
         runs = {m: run_method(m, loaded, adapter, tree, prompt_ids, max_new_tokens) for m in order}
     except BitaError as error:
         raise BitaError(f"prompt {prompt.id}: {error}") from None
-    bita, reference = runs["bita"], runs["hf" if "hf" in runs else "ar"]
+    bita, reference = runs["bita"], runs[baseline_of(methods)]
     return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
                         bita.tokens == reference.tokens,
                         {m: r.seconds for m, r in runs.items()}, {m: len(r.tokens) for m, r in runs.items()})
 
 
+def baseline_of(methods: tuple[str, ...]) -> str:
+    """What BiTA is compared with: HF generate when it ran, else our AR loop."""
+    return "hf" if "hf" in methods else "ar"
+
+
 def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
     """Totals over ``results``: tau (tokens per BiTA pass), tokens/s per method, speedup."""
     rate = {m: sum(r.tokens[m] for r in results) / max(1e-9, sum(r.seconds[m] for r in results)) for m in methods}
-    baseline = "hf" if "hf" in methods else "ar"
+    baseline = baseline_of(methods)
+    new_tokens, passes = sum(r.new_tokens for r in results), sum(r.forward_passes for r in results)
     summary = {
         "total": len(results),
         "identical": sum(r.identical for r in results),
-        "new_tokens": sum(r.new_tokens for r in results),
-        "forward_passes": sum(r.forward_passes for r in results),
-        "mean_accepted": sum(r.new_tokens for r in results) / max(1, sum(r.forward_passes for r in results)),
+        "new_tokens": new_tokens,
+        "forward_passes": passes,
+        "mean_accepted": new_tokens / max(1, passes),
         "bita_tokens_per_s": rate["bita"],
         "ar_tokens_per_s": rate[baseline],
         "speedup": rate["bita"] / max(1e-9, rate[baseline]),
