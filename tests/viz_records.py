@@ -1,0 +1,63 @@
+"""Hand-built StepRecords of a short BiTA generation for the viz tests (no model needed)."""
+
+from __future__ import annotations
+
+from bita.masks import allowed_keys, decode_layout
+from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from bita.tree import EMPTY_TREE, parse_tree_spec
+
+VOCAB = ["<pad>", " The", " cat", " sat", " on", " the", " mat", ".", "\n", "<script>", " dog", " a",
+         " hat", " ran", " x", "&", " ok", " y"]
+N_PROMPT, N_MASKS = 16, 3
+PROMPT = [1, 2, 3, 4, 5]
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(VOCAB[i] for i in ids)
+
+
+def with_attention(record: StepRecord, layout, n_cached: int) -> StepRecord:
+    """Fill attention and row kinds the way bita.decoding._attach_attention does."""
+    record.attention = allowed_keys(layout, record.n_prompt, n_cached)
+    kinds = ["context"] * (layout.chain - 1) + ["root"] + ["candidate"] * layout.tree.size
+    record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
+    return record
+
+
+def prefill_record() -> StepRecord:
+    layout = decode_layout(EMPTY_TREE, N_MASKS, len(PROMPT))
+    record = StepRecord(index=0, kind="prefill", position=len(PROMPT) - 1, root=PROMPT[-1], rows=layout.rows,
+                        bonus=6, emitted=[6], n_prompt=N_PROMPT)
+    return with_attention(record, layout, 0)
+
+
+def tree_record(index: int, spec: str, root: int, tokens: list[int], accepted: list[int], bonus: int,
+                position: int, emitted: list[int] | None = None, n_masks: int = N_MASKS) -> StepRecord:
+    """A tree pass: ``tokens`` per node of ``spec``, ``accepted`` node indices root to leaf."""
+    tree = parse_tree_spec(spec)
+    layout = decode_layout(tree, n_masks, 1)
+    nodes = [DraftNode(tokens[i], n.parent, n.depth, n.rank, round(0.9 / (1 + n.rank + n.depth), 3), n.has_group,
+                       ACCEPTED if i in accepted else REJECTED) for i, n in enumerate(tree.nodes)]
+    accepted_tokens = [tokens[i] for i in accepted]
+    record = StepRecord(index=index, kind="tree", position=position, root=root, rows=layout.rows, nodes=nodes,
+                        accepted=accepted_tokens, bonus=bonus,
+                        emitted=emitted if emitted is not None else accepted_tokens + [bonus], n_prompt=N_PROMPT)
+    return with_attention(record, layout, position)
+
+
+def generation() -> list[StepRecord]:
+    """prefill; 2 accepted + bonus; nothing accepted; 1 accepted + a newline bonus; a pass cut at a stop."""
+    # efficient:3,2,1 nodes: 0,1,2 depth 1 (ranks 0..2); 3,4 depth 2 under 0; 5 depth 3 under 3
+    return [
+        prefill_record(),
+        tree_record(1, "efficient:3,2,1", 6, [7, 14, 15, 8, 10, 11], accepted=[0, 3], bonus=9, position=5),
+        tree_record(2, "efficient:3,2,1", 9, [16, 12, 13, 3, 4, 5], accepted=[], bonus=2, position=8),
+        tree_record(3, "efficient:3,2,1", 2, [3, 13, 10, 4, 17, 5], accepted=[0], bonus=8, position=9),
+        tree_record(4, "efficient:3,2,1", 8, [4, 12, 13, 5, 11, 6], accepted=[0, 3, 5], bonus=7, position=11,
+                    emitted=[4, 5]),
+    ]
+
+
+def long_record() -> StepRecord:
+    """A pass after 300 cached tokens with efficient:5,4,3 and 4 masks: 1 + 12 + 13 * 4 = 65 rows."""
+    return tree_record(7, "efficient:5,4,3", 3, list(range(1, 13)), accepted=[0], bonus=2, position=300, n_masks=4)

@@ -1,0 +1,123 @@
+"""Generated text coloured by how each token came out: accepted draft at depth d, or a pass's bonus.
+
+Every forward pass emits its accepted drafts (depth 1, 2, ...) and then its bonus token (the
+model's own prediction after them). Hover text on each token names its pass and role and lists
+the drafts that pass rejected for its bonus position; the best of those is shown struck through.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from bita.tree import ROOT
+
+from .labels import Decode
+from .palette import BONUS, REJECTED_COLOR, accepted_role, role_color
+
+_TOKEN_STYLE = "background-color:{color};color:#111;border-radius:3px;padding:0 1px"
+_REJECTED_STYLE = (f"color:{REJECTED_COLOR};text-decoration:line-through;opacity:0.75;"
+                   "font-size:0.85em;margin:0 2px")
+_BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;"
+              "word-break:break-word;line-height:1.8")
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """One emitted token: its piece of the output text, the pass (``StepRecord.index``) that
+    emitted it, and its role: BONUS or ``accepted_role(depth)``."""
+
+    token: int
+    text: str
+    pass_index: int
+    role: str
+
+
+def emitted_roles(record: StepRecord) -> list[str]:
+    """Role of each token of ``record.emitted`` (a prefix of ``accepted + [bonus]``)."""
+    return [accepted_role(i + 1) if i < len(record.accepted) else BONUS for i in range(len(record.emitted))]
+
+
+def accepted_nodes(record: StepRecord) -> list[int]:
+    """Indices into ``record.nodes`` of the accepted path, root to leaf."""
+    return sorted((i for i, n in enumerate(record.nodes) if n.status == ACCEPTED), key=lambda i: record.nodes[i].depth)
+
+
+def rejected_alternatives(record: StepRecord) -> list[DraftNode]:
+    """The drafts that lost to the bonus token: REJECTED children of the last accepted node (of the
+    root when none was accepted), best rank first. Other rejected nodes either lost to an accepted
+    sibling (shown as that sibling) or hang below a rejected draft (never checked), so are left out."""
+    path = accepted_nodes(record)
+    last = path[-1] if path else ROOT
+    return sorted((n for n in record.nodes if n.parent == last and n.status == REJECTED), key=lambda n: n.rank)
+
+
+def token_texts(tokens: Sequence[int], decode: Decode, window: int = 8) -> list[str]:
+    """[len(tokens)] text pieces with ``''.join(pieces) == decode(tokens)`` for decoders whose text
+    only grows when tokens are appended (HF tokenizers, in practice). A piece is how much decoding
+    a short window ending at the token grows, so leading spaces come out right; a token that ends
+    inside a character (decoded as U+FFFD) gets '' and the whole character goes to the next one."""
+    pieces: list[str] = []
+    done = 0  # tokens[:done] have their text in pieces
+    for i in range(len(tokens)):
+        start = max(0, done - window)
+        before, after = decode(list(tokens[start:done])), decode(list(tokens[start:i + 1]))
+        if after.endswith("\ufffd") and i + 1 < len(tokens):
+            pieces.append("")
+            continue
+        pieces.append(after[len(before):] if after.startswith(before) else decode(list(tokens[done:i + 1])))
+        done = i + 1
+    return pieces
+
+
+def token_spans(records: Sequence[StepRecord], decode: Decode) -> list[TokenSpan]:
+    """One TokenSpan per emitted token of ``records``, in output order."""
+    tokens = [t for r in records for t in r.emitted]
+    owners = [(r.index, role) for r in records for role in emitted_roles(r)]
+    texts = token_texts(tokens, decode)
+    return [TokenSpan(t, text, index, role) for t, text, (index, role) in zip(tokens, texts, owners)]
+
+
+def _hover(record: StepRecord, role: str, alternatives: list[DraftNode], decode: Decode) -> str:
+    if role == BONUS:
+        what = "bonus: the model's own next token"
+    else:
+        depth, path = int(role.rsplit("-", 1)[1]), accepted_nodes(record)
+        node = record.nodes[path[depth - 1]] if depth <= len(path) else None
+        what = f"accepted draft, depth {depth}" + (f" (draft p={node.prob:.2f})" if node else "")
+    lost = ", ".join(f"{decode([n.token])!r} (rank {n.rank}, p={n.prob:.2f})" for n in alternatives[:5])
+    return f"pass {record.index} ({record.kind}) · {what}\nrejected at the bonus position: {lost or 'none'}"
+
+
+def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True) -> str:
+    """The output as one <div>: a <span> per emitted token, background by role, ``title`` hover
+    text; after each pass, its best rejected alternative struck through (when ``show_rejected``).
+    Inline styles only; newlines become <br>."""
+    spans = iter(token_spans(records, decode))
+    parts = []
+    for record in records:
+        alternatives = rejected_alternatives(record)
+        for _ in record.emitted:
+            span = next(spans)
+            title = html.escape(_hover(record, span.role, alternatives, decode))
+            text = html.escape(span.text).replace("\n", "<br>")
+            style = _TOKEN_STYLE.format(color=role_color(span.role))
+            parts.append(f'<span style="{style}" title="{title}">{text}</span>')
+        if show_rejected and alternatives:
+            best = alternatives[0]
+            text = html.escape(decode([best.token]).replace("\n", "↵"))
+            title = html.escape(f"pass {record.index}: draft rejected at the bonus position (rank {best.rank}, "
+                                f"p={best.prob:.2f})")
+            parts.append(f'<span style="{_REJECTED_STYLE}" title="{title}">{text}</span>')
+    return f'<div style="{_BOX_STYLE}">{"".join(parts)}</div>'
+
+
+def legend_html(depths: int = 4) -> str:
+    """A one-line key: accepted depth 1..``depths``, bonus, rejected draft."""
+    chips = [(accepted_role(d), f"accepted depth {d}") for d in range(1, depths + 1)] + [(BONUS, "bonus (model's own)")]
+    parts = [f'<span style="{_TOKEN_STYLE.format(color=role_color(role))};margin-right:6px">{html.escape(text)}</span>'
+             for role, text in chips]
+    parts.append(f'<span style="{_REJECTED_STYLE}">rejected draft</span>')
+    return f'<div style="{_BOX_STYLE};font-size:0.9em">{"".join(parts)}</div>'
