@@ -2,7 +2,8 @@
 
 Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``);
 seconds per pass come from passes timed on this device for this model (cached on disk) and
-interpolated by rows per pass. Where no tree beats a plain AR pass, the answer is AR.
+interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree beats
+plain AR, the answer is AR.
 """
 
 from __future__ import annotations
@@ -18,27 +19,26 @@ import numpy as np
 from .acceptance import forecast
 from .adapter import BitaAdapter
 from .calibration import stored_ranks
-from .costs import DRAFTLESS, measure_pass_costs
+from .costs import measure_pass_costs
 from .decoding import describe_device
-from .errors import BitaError
 from .loading import LoadedModel, cache_root
 from .masks import decode_layout
-from .tree import DraftTree, parse_tree_spec
+from .tree import EMPTY_TREE, DraftTree, parse_tree_spec
 
 AUTO = "auto"
 MAX_TOPK = 6
-REFERENCE_TREES = ["chain:1", "chain:3", "efficient:3,2,2/chain-groups", "efficient:4,3,2", "efficient:5,5,5",
-                   "full:3,3,3"]  # spans the rows of the candidates, for interpolation
+REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:3,2,2/chain-groups",
+                   "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
 COSTS_FILE = "pass-costs.json"
+TABLE_VERSION = "v2"  # v2: groups as deep as the tree, interleaved timing; older tables are not reused
 
 
 @dataclass
 class CostTable:
-    """Measured seconds per pass on one device: AR, draftless, and tree passes by row count."""
+    """Measured seconds per pass on one device: AR, and passes by row count (AR is rows 1)."""
 
     key: str
     ar: float
-    draftless: float
     points: list[tuple[int, float]]  # (rows, seconds), sorted by rows
 
     def seconds(self, rows: int) -> float:
@@ -53,7 +53,7 @@ class CostTable:
 def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
     """Pass costs depend on the model, the device, the dtype and the adapter's P and n."""
     return "|".join([adapter.config.base.fingerprint, describe_device(loaded.device), str(loaded.model.dtype),
-                     f"P{adapter.n_prompt}", f"n{adapter.n_masks}"])
+                     f"P{adapter.n_prompt}", f"n{adapter.n_masks}", TABLE_VERSION])
 
 
 def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,
@@ -64,9 +64,9 @@ def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = No
     cached = json.loads(path.read_text()) if path.is_file() else {}
     if key in cached:
         return CostTable(**{**cached[key], "points": [tuple(p) for p in cached[key]["points"]]})
-    rows = measure_pass_costs(loaded, adapter, [DRAFTLESS] + REFERENCE_TREES, context, repeats)
-    points = sorted({r["rows"]: r["seconds"] for r in rows[2:]}.items())
-    table = CostTable(key, rows[0]["seconds"], rows[1]["seconds"], points)
+    rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
+    points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
+    table = CostTable(key, rows[0]["seconds"], points)
     cached[key] = asdict(table)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_suffix(f".{os.getpid()}.tmp")
@@ -114,7 +114,8 @@ def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | N
     for spec in candidates or candidate_trees(n_masks):
         tree = parse_tree_spec(spec)
         guess = forecast(tree, ranks)
-        rate = guess.tokens_per_second(costs.seconds(decode_layout(tree, n_masks).rows), costs.draftless)
+        rate = guess.tokens_per_second(costs.seconds(decode_layout(tree, tree.depth).rows),
+                                       costs.seconds(decode_layout(EMPTY_TREE, tree.depth).rows))
         scored.append((rate, guess.tokens_per_pass, tree))
     scored.sort(key=lambda s: -s[0])
     ranking = tuple((tree.spec, tau, rate) for rate, tau, tree in scored[:10])
@@ -127,8 +128,5 @@ def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | N
 
 def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:
     """Choose for this model, adapter and device (measuring pass costs once per device)."""
-    try:
-        ranks = stored_ranks(adapter)
-    except BitaError as error:
-        raise BitaError(f"--tree auto needs acceptance statistics: {error}") from None
+    ranks = stored_ranks(adapter)
     return choose_tree(ranks, cost_table(loaded, adapter), adapter.n_masks)

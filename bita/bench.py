@@ -14,10 +14,9 @@ from tqdm import tqdm
 
 from .adapter import BitaAdapter
 from .errors import BitaError
-from .generation import RunResult, collect, run_hf, stream_ar, stream_bita
+from .generation import RunResult, TreePlan, collect, run_hf, stream_ar, stream_bita
 from .loading import LoadedModel, encode_chat
 from .suites import BenchPrompt
-from .tree import DraftTree
 
 METHODS = ("hf", "ar", "bita")
 WARMUP_TOKENS = 8
@@ -39,13 +38,13 @@ class PromptResult:
         return self.new_tokens / max(1, self.forward_passes)
 
 
-def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree,
+def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan,
                prompt_ids: list[int], max_new_tokens: int) -> RunResult:
     if method == "hf":
         return run_hf(loaded, prompt_ids, max_new_tokens)
     if method == "ar":
         return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens))
-    return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, tree))
+    return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan))
 
 
 def check_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -55,12 +54,12 @@ def check_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(m for m in METHODS if m in methods)
 
 
-def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree, prompt: BenchPrompt,
+def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompt: BenchPrompt,
                  max_new_tokens: int, methods: tuple[str, ...], turn: int) -> PromptResult:
     prompt_ids = encode_chat(loaded.tokenizer, list(prompt.messages))
     order = methods[turn % len(methods):] + methods[: turn % len(methods)]
     try:
-        runs = {m: run_method(m, loaded, adapter, tree, prompt_ids, max_new_tokens) for m in order}
+        runs = {m: run_method(m, loaded, adapter, plan, prompt_ids, max_new_tokens) for m in order}
     except BitaError as error:
         raise BitaError(f"prompt {prompt.id}: {error}") from None
     bita, reference = runs["bita"], runs[baseline_of(methods)]
@@ -97,7 +96,7 @@ def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
 
 @dataclass
 class BenchReport:
-    setup: dict  # model, device, dtype, adapter, tree, max_new_tokens, methods
+    setup: dict  # model, device, dtype, adapter, tree, tree_reason, max_new_tokens, methods
     prompts: list[PromptResult]
 
     @property
@@ -120,6 +119,7 @@ class BenchReport:
         lines = [f"Model {setup['model']} on {setup['device']} ({setup['dtype']}), adapter {setup['adapter']}, "
                  f"tree {setup['tree']}, max {setup['max_new_tokens']} new tokens; speedup = BiTA tok/s / "
                  f"{self.summary()['baseline']} tok/s.", "",
+                 f"Tree choice: {setup.get('tree_reason', setup['tree'])}.", "",
                  "| category | prompts | tau | AR tok/s | BiTA tok/s | speedup | identical |",
                  "|---|---:|---:|---:|---:|---:|---:|"]
         for name, s in [*self.by_category().items(), ("**all**", self.summary())]:
@@ -128,7 +128,7 @@ class BenchReport:
         return "\n".join(lines) + "\n"
 
 
-def run_bench(loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree, prompts: list[BenchPrompt],
+def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts: list[BenchPrompt],
               max_new_tokens: int, methods: tuple[str, ...], setup: dict,
               on_result: Callable[[PromptResult], None] | None = None) -> BenchReport:
     """Warm up, then benchmark every prompt with a progress bar showing running tau and speedup."""
@@ -137,11 +137,11 @@ def run_bench(loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree, prompt
         raise BitaError("no prompts to benchmark")
     warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))
     for method in methods:
-        run_method(method, loaded, adapter, tree, warm_ids, WARMUP_TOKENS)
+        run_method(method, loaded, adapter, plan, warm_ids, WARMUP_TOKENS)
     results: list[PromptResult] = []
     bar = tqdm(prompts, desc="bench", unit="prompt")
     for turn, prompt in enumerate(bar):
-        results.append(bench_prompt(loaded, adapter, tree, prompt, max_new_tokens, methods, turn))
+        results.append(bench_prompt(loaded, adapter, plan, prompt, max_new_tokens, methods, turn))
         running = summarize(results, methods)
         bar.set_postfix(tau=f"{running['mean_accepted']:.2f}", speedup=f"{running['speedup']:.2f}x",
                         identical=f"{running['identical']}/{running['total']}")

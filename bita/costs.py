@@ -13,35 +13,37 @@ from .decoding import Drafts, prefill, tree_step
 from .loading import LoadedModel
 from .masks import decode_layout
 from .stopping import StopCondition
-from .tree import EMPTY_TREE, parse_tree_spec
+from .tree import parse_tree_spec
 
-DRAFTLESS = "draftless"  # a pass with no drafts: root and one mask group
-COST_TREES = ["chain:1", "chain:2", "chain:3", "efficient:2,2,2/chain-groups", "efficient:3,2,2/chain-groups",
-              "efficient:3,2,2", "efficient:4,3,2", "efficient:5,4,3", "efficient:5,5,5", "full:2,2,2", "full:3,3,3"]
+COST_TREES = ["chain:1", "chain:2", "chain:3", "efficient:3/chain-groups", "efficient:2,2,2/chain-groups",
+              "efficient:3,2,2/chain-groups", "efficient:3,2,2", "efficient:4,3,2", "efficient:5,4,3",
+              "efficient:5,5,5", "full:2,2,2", "full:3,3,3"]
+AR_LABEL = "ar (HF-style 1-token pass)"
 
 
 def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[str], context: int = 300,
                        repeats: int = 10) -> list[dict]:
-    """Median seconds of one pass for plain AR and for each tree (or DRAFTLESS), over a
-    ``context``-token cache. Returns dicts with ``tree``, ``rows``, ``seconds``; AR first."""
+    """Median seconds of one pass for plain AR and for each tree over a ``context``-token cache.
+
+    Rounds interleave one pass of each (AR first), so a machine whose speed drifts skews all
+    alike; the first round is a warm-up. Returns dicts with ``tree``, ``rows``, ``seconds``; AR first.
+    """
     generator = torch.Generator().manual_seed(0)
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
     prompt = torch.randint(100, vocab, (context,), generator=generator).tolist()
+    trees = [parse_tree_spec(spec) for spec in specs]
+    states = [prefill(loaded.model, adapter, prompt, tree)[0] for tree in trees]
     ar = ar_steps(loaded.model, prompt, StopCondition(repeats + 2))
     next(ar)  # the prefill is not a decoding pass
-    rows = [{"tree": "ar (HF-style 1-token pass)", "rows": 1, "seconds": statistics.median(r.seconds for r in ar)}]
-    for spec in tqdm(specs, desc="pass cost", unit="tree"):
-        tree = EMPTY_TREE if spec == DRAFTLESS else parse_tree_spec(spec)
-        state, _ = prefill(loaded.model, adapter, prompt, tree.max_rank)
-        start = state.cache.get_seq_length()
-        times = []
-        for index in range(repeats + 1):
-            state.drafts = Drafts(torch.randint(100, vocab, (adapter.n_masks, tree.max_rank), generator=generator),
-                                  torch.full((adapter.n_masks, tree.max_rank), 0.5))
-            state, record = tree_step(loaded.model, adapter, state, tree, index)
-            state.cache.crop(start - state.cache.get_seq_length())
+    times: list[list[float]] = [[] for _ in range(len(trees) + 1)]
+    for index in tqdm(range(repeats + 1), desc="pass cost", unit="round"):
+        times[0].append(next(ar).seconds)
+        for tree, state, seconds in zip(trees, states, times[1:]):
+            state.drafts = Drafts(torch.randint(100, vocab, (tree.depth, tree.max_rank), generator=generator),
+                                  torch.full((tree.depth, tree.max_rank), 0.5))
+            _, record = tree_step(loaded.model, adapter, state, tree, index)
+            state.cache.crop(adapter.n_prompt + context - state.cache.get_seq_length())
             state.context_length = context
-            times.append(record.seconds)
-        rows.append({"tree": spec, "rows": decode_layout(tree, adapter.n_masks).rows,
-                     "seconds": statistics.median(times[1:])})
-    return rows
+            seconds.append(record.seconds)
+    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(tree, tree.depth).rows) for spec, tree in zip(specs, trees)]
+    return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:])} for (label, n), t in zip(rows, times)]

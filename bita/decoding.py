@@ -2,6 +2,11 @@
 
 The cache holds ``[P prompt slots | accepted context]``. Each pass appends its new rows,
 then keeps exactly the root and the accepted candidates (gathered in place, then cropped).
+
+Two things keep a pass cheap. A mask group has only ``tree.depth`` masks, not the adapter's
+n: mask i sees only masks before it, so later masks would draft depths the tree never uses.
+And one LM-head call covers the verified rows and the mask groups, so the head's weights
+(a fifth of a small model's) are read once per pass, unless the groups add many rows.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .tree import EMPTY_TREE, ROOT, DraftTree, verify_greedy
 
 @dataclass
 class Drafts:
-    """Top-k drafts for the next pass: tokens and probs are [n_masks, k]."""
+    """Top-k drafts for the next pass: tokens and probs are [depth, k]."""
 
     tokens: torch.Tensor
     probs: torch.Tensor
@@ -86,7 +91,7 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, 
     device = device_of(model)
     dtype = model.get_input_embeddings().weight.dtype
     ordinary = model.get_input_embeddings()(ordinary_tokens.to(device)[None])
-    masks = adapter.mask_embeddings.to(dtype).repeat(len(layout.tree.group_anchors), 1)[None]
+    masks = adapter.mask_embeddings[: layout.n_masks].to(dtype).repeat(len(layout.tree.group_anchors), 1)[None]
     allowed = allowed_keys(layout, adapter.n_prompt, context_length)
     hidden = model.base_model(
         inputs_embeds=torch.cat([ordinary, masks], dim=1),
@@ -98,11 +103,27 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, 
     return hidden[0]
 
 
-def draft_from(model: nn.Module, hidden: torch.Tensor, k: int) -> Drafts:
-    """Mask-group hidden states [n, H] -> top-k drafts per depth."""
-    probs = torch.softmax(output_logits(model, hidden), dim=-1)
-    top = probs.topk(k, dim=-1)
+def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
+    """Mask-group logits [depth, V] -> top-k drafts per depth."""
+    top = torch.softmax(logits, dim=-1).topk(k, dim=-1)
     return Drafts(top.indices.cpu(), top.values.cpu())
+
+
+# A second LM-head call reads the head's weights again; on a 2-core CPU that costs about as
+# much as 16 more rows in the first call (measured), so groups adding more rows get their own call.
+MAX_SHARED_HEAD_ROWS = 16
+
+
+def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, verified: int):
+    """Logits of the first ``verified`` rows [verified, V], and a function giving a group's
+    logits [depth, V] by its index in ``layout.group_rows``; one head call when cheaper."""
+    groups = layout.group_rows
+    if (groups.shape[0] - 1) * groups.shape[1] > MAX_SHARED_HEAD_ROWS:
+        return (output_logits(model, hidden[:verified]),
+                lambda group: output_logits(model, hidden[groups[group]]))
+    rows = torch.cat([torch.arange(verified), groups.flatten()])
+    logits = output_logits(model, hidden[rows.to(hidden.device)])
+    return logits[:verified], lambda group: logits[verified:].view(*groups.shape, -1)[group]
 
 
 def keep_cache_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
@@ -122,16 +143,18 @@ def _timed_record(model, record_fn):
 
 
 @torch.inference_mode()
-def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], k: int,
+def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
             record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
-    """Encode the prompt plus one mask group on its last token: the first AR token and drafts."""
+    """Encode the prompt plus one mask group on its last token: the first AR token and the
+    drafts ``tree`` needs (``tree.depth`` depths, top ``tree.max_rank`` each)."""
     def run():
         chain = len(prompt_ids)
-        layout = decode_layout(EMPTY_TREE, adapter.n_masks, chain)
+        layout = decode_layout(EMPTY_TREE, tree.depth, chain)
         cache = adapter.prompt_cache(model, 1, model.get_input_embeddings().weight.dtype)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
-        bonus = int(output_logits(model, hidden[chain - 1]).argmax())
-        drafts = draft_from(model, hidden[layout.group_rows[0]], k)
+        logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
+        bonus = int(logits[0].argmax())
+        drafts = drafts_from(logits[1:], tree.max_rank)
         keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
                             bonus=bonus, next_drafts=drafts.as_lists(), n_prompt=adapter.n_prompt)
@@ -146,16 +169,16 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
     """Feed root + draft tree + mask groups; verify; keep the accepted path in the cache."""
     def run():
         used_tree = tree if state.drafts is not None else EMPTY_TREE
-        layout = decode_layout(used_tree, adapter.n_masks, 1)
+        layout = decode_layout(used_tree, tree.depth, 1)
         drafts = state.drafts
         candidates = [int(drafts.tokens[n.depth - 1, n.rank]) for n in used_tree.nodes]
         start = adapter.n_prompt + state.context_length
         hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
                                 state.context_length, state.context_length)
-        predicted = output_logits(model, hidden[: 1 + used_tree.size]).argmax(-1).tolist()
-        verdict = verify_greedy(used_tree, candidates, predicted)
+        verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + used_tree.size)
+        verdict = verify_greedy(used_tree, candidates, verified_logits.argmax(-1).tolist())
         carries_group = verdict.last == ROOT or used_tree.nodes[verdict.last].has_group
-        next_drafts = (draft_from(model, hidden[layout.group_rows[layout.group_of(verdict.last)]], tree.max_rank)
+        next_drafts = (drafts_from(group_logits(layout.group_of(verdict.last)), tree.max_rank)
                        if carries_group else None)
         keep_cache_rows(state.cache, start, [0] + [layout.node_row(i) for i in verdict.accepted])
         accepted = set(verdict.accepted)
@@ -184,7 +207,7 @@ def _attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_c
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
                stop: StopCondition, record_attention: bool = False) -> Iterator[StepRecord]:
     """Greedy BiTA generation, one StepRecord per forward pass, until ``stop`` says so."""
-    state, record = prefill(model, adapter, prompt_ids, tree.max_rank, record_attention)
+    state, record = prefill(model, adapter, prompt_ids, tree, record_attention)
     record.emitted, record.finish = stop.take([record.bonus])
     yield record
     index = 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .adapter import BitaAdapter
 from .autoregressive import ar_steps, hf_generate
+from .autotree import AUTO, auto_tree
 from .decoding import bita_steps, device_of, timed
 from .errors import BitaError
 from .loading import LoadedModel
@@ -14,7 +15,7 @@ from .records import StepRecord
 from .stopping import StopCondition
 from .tree import DraftTree, parse_tree_spec
 
-DEFAULT_TREE = "efficient:3,2,2/chain-groups"
+DEFAULT_TREE = AUTO
 MAX_NEW_TOKENS_LIMIT = 8192
 
 
@@ -50,6 +51,33 @@ def resolve_tree(tree: str | DraftTree, adapter: BitaAdapter) -> DraftTree:
     return tree
 
 
+@dataclass(frozen=True)
+class TreePlan:
+    """The tree BiTA decodes with; ``tree`` None means plain AR passes (no tree pays here)."""
+
+    tree: DraftTree | None
+    reason: str  # one line for people: what was chosen and why
+
+    @property
+    def spec(self) -> str:
+        return self.tree.spec if self.tree else "ar"
+
+
+def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan) -> TreePlan:
+    """An explicit tree as given, or for ``auto`` the shape with the highest expected tokens/s
+    on this device, or plain AR where none beats it or the adapter has no acceptance statistics."""
+    if isinstance(tree, TreePlan):
+        return tree
+    if tree != AUTO:
+        tree = resolve_tree(tree, adapter)
+        return TreePlan(tree, f"{tree.spec} (as asked)")
+    try:
+        choice = auto_tree(loaded, adapter)
+    except BitaError as error:
+        return TreePlan(None, f"auto: plain AR, since {error}")
+    return TreePlan(choice.tree, choice.describe())
+
+
 def validate_request(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
                      extra_rows: int = 0) -> None:
     """Refuse empty prompts, absurd lengths and requests that would run past the context."""
@@ -71,13 +99,16 @@ def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str,
 
 
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,
-                tree: str | DraftTree, stop_strings: tuple[str, ...] = (),
+                tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
                 record_attention: bool = False) -> Iterator[StepRecord]:
-    """Validated BiTA step stream. The mask rows reach ``depth + n`` positions past the root."""
-    tree = resolve_tree(tree, adapter)
-    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=tree.depth + adapter.n_masks + 1)
+    """Validated BiTA step stream (AR records when the plan is plain AR). The mask rows reach
+    ``2 * depth`` positions past the root."""
+    plan = plan_tree(loaded, adapter, tree)
+    if plan.tree is None:
+        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings)
+    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=2 * plan.tree.depth + 1)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.model, adapter, prompt_ids, tree, stop, record_attention)
+    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,

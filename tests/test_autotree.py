@@ -3,13 +3,14 @@
 from collections import Counter
 
 import pytest
+import torch
 
 from bita.acceptance import MISS
 from bita.autotree import CostTable, candidate_trees, choose_tree
 
 
-def table(ar=0.05, draftless=0.06, points=((8, 0.08), (20, 0.10), (60, 0.20))):
-    return CostTable("test", ar, draftless, list(points))
+def table(ar=0.05, points=((8, 0.08), (20, 0.10), (60, 0.20))):
+    return CostTable("test", ar, list(points))
 
 
 def test_costs_interpolate_by_rows_and_extend_past_the_last_point():
@@ -44,3 +45,26 @@ def test_when_no_tree_pays_the_choice_is_ar():
     choice = choose_tree(ranks, table(ar=0.02), 3)
     assert choice.tree is None and choice.tokens_per_second == pytest.approx(50.0)
     assert "no tree pays" in choice.describe()
+
+
+def test_cost_table_is_measured_once_then_read_from_disk(tmp_path):
+    """On a tiny model: AR is the 1-row point, rows follow the layouts, and a second call
+    reads the cached table instead of timing again."""
+    from conftest import tiny_model
+
+    from bita.adapter import BitaAdapter
+    from bita.autotree import REFERENCE_TREES, cost_table
+    from bita.loading import LoadedModel
+    from bita.masks import decode_layout
+    from bita.tree import parse_tree_spec
+
+    model = tiny_model("llama")
+    loaded = LoadedModel(model, None, "tiny-llama", torch.device("cpu"))
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3)
+    path = tmp_path / "costs.json"
+    table = cost_table(loaded, adapter, path, context=40, repeats=2)
+    expected_rows = {1} | {decode_layout(parse_tree_spec(s), parse_tree_spec(s).depth).rows for s in REFERENCE_TREES}
+    assert [rows for rows, _ in table.points] == sorted(expected_rows)
+    assert table.points[0] == (1, table.ar) and all(seconds > 0 for _, seconds in table.points)
+    path.write_text(path.read_text().replace(str(table.ar), "123.0"))  # a re-measure would not give 123 s
+    assert cost_table(loaded, adapter, path).ar == 123.0

@@ -5,7 +5,7 @@ import pytest
 from bita.acceptance import draft_ranks, walk
 from bita.autoregressive import hf_generate
 from bita.errors import BitaError
-from bita.generation import DEFAULT_TREE, collect, run_hf, stream_ar, stream_bita
+from bita.generation import DEFAULT_TREE, collect, plan_tree, run_hf, stream_ar, stream_bita
 from bita.loading import encode_chat
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from bita.tree import parse_tree_spec
@@ -16,6 +16,7 @@ PROMPTS = [
     "Give three tips for staying focused while studying.",
     "Explain recursion to a ten-year-old.",
 ]
+TREE = "efficient:3,2,2/chain-groups"  # a drafting tree, whatever ``auto`` picks on this machine
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def adapter(default_model):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_bita_matches_hf_generate_on_chat_prompts(default_model, adapter, prompt):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}])
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, DEFAULT_TREE))
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE))
     assert bita.tokens == hf_generate(default_model.model, ids, 48, default_model.eos_token_ids)
     assert bita.text.strip()
 
@@ -67,8 +68,25 @@ def test_shipped_adapter_is_the_default_and_drafts_well(default_model, adapter):
     training = adapter.config.training
     assert training["steps"] > 0 and len(training["heldout_top1_per_depth"]) == adapter.n_masks
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "List five fruits, one per line."}])
-    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, DEFAULT_TREE))
+    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE))
     assert run.tokens == run_hf(default_model, ids, 48).tokens and run.mean_accepted > 1.3
+
+
+def test_auto_picks_a_tree_or_plain_ar_and_stays_lossless(default_model, adapter):
+    """``auto`` (the default) weighs this device's measured pass costs against the adapter's
+    acceptance statistics; whichever it picks, the output is HF generate's."""
+    plan = plan_tree(default_model, adapter, DEFAULT_TREE)
+    assert plan.reason.startswith("auto: ") and ("no tree pays" in plan.reason) == (plan.tree is None)
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[1]}])
+    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 32, plan))
+    assert run.tokens == run_hf(default_model, ids, 32).tokens
+    assert {r.kind for r in run.steps[1:]} <= ({"ar"} if plan.tree is None else {"tree"})
+
+
+def test_auto_without_acceptance_statistics_decodes_plain_ar(default_model):
+    untrained, _ = resolve_adapter(default_model, UNTRAINED)
+    plan = plan_tree(default_model, untrained, "auto")
+    assert plan.tree is None and "acceptance statistics" in plan.reason
 
 
 def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):

@@ -59,7 +59,7 @@ def test_acceptance_paths_keep_the_cache_exact(tiny, rank, expected_per_pass):
     vocab = tiny.get_output_embeddings().weight.shape[0]
     prompt = random_prompts(1, seed=31)[0]
     truth = hf_generate(tiny, prompt, 40, [])
-    state, record = prefill(tiny, adapter, prompt, tree.max_rank)
+    state, record = prefill(tiny, adapter, prompt, tree)
     output = [record.bonus]
     for index in range(1, 6):
         state.drafts = oracle_drafts(truth, len(output), 3, rank, vocab)

@@ -91,3 +91,20 @@ def test_training_groups_equal_decoding_groups(tiny, prompt_style):
     for group, anchor in enumerate(anchors[0].tolist()):
         expected = lone_group_logits(tiny, adapter, sequence[: anchor + 1])
         torch.testing.assert_close(logits[0, group * N_MASKS:(group + 1) * N_MASKS], expected, atol=1e-4, rtol=1e-4)
+
+
+def test_groups_as_deep_as_the_tree_draft_what_full_groups_draft(tiny):
+    """Decoding feeds only ``tree.depth`` masks per group: mask i sees no later mask, so the
+    shorter group's logits are the first rows of the adapter's full group."""
+    tree = parse_tree_spec("efficient:3,2")
+    adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=N_MASKS, seed=4)
+    prompt = random_prompts(1, seed=8)[0]
+    candidates = list(range(20, 20 + tree.size))
+    cache, _, _ = cached_prefix(tiny, adapter, prompt)
+    layout = decode_layout(tree, tree.depth)
+    hidden = forward_layout(tiny, adapter, cache, layout, torch.tensor([5] + candidates), len(prompt), len(prompt))
+    full, full_layout = tree_pass_logits(tiny, adapter, prompt, tree, 5, candidates)
+    assert N_MASKS > tree.depth and layout.rows < full_layout.rows
+    for group in range(len(tree.group_anchors)):
+        torch.testing.assert_close(output_logits(tiny, hidden[layout.group_rows[group]]),
+                                   full[full_layout.group_rows[group][: tree.depth]], atol=1e-5, rtol=1e-5)
