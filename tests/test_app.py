@@ -1,0 +1,118 @@
+"""The app, launched for real on the default model: its API through gradio_client, and its
+page in headless Chromium (Debian's package, driven by Playwright) with a screenshot saved."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bita.generation import run_hf
+from bita.loading import encode_chat
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+ADAPTER = "SmolLM2-135M-Instruct-bita"
+PROMPT = "Give three tips for staying focused while studying."
+PAGE_TREE = "efficient:3,2,2/chain-groups"  # what the page offers first: a drafting tree, so the views show drafts
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """``python app.py`` on a free localhost port; stopped after the module's tests."""
+    port = free_port()
+    log = (ARTIFACTS / "app-server.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    with log.open("w") as out:
+        server = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--tree", PAGE_TREE], cwd=ROOT,
+                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 600
+    while "Running on" not in log.read_text():
+        if server.poll() is not None or time.time() > deadline:
+            server.kill()
+            pytest.fail(f"the app did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(1)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def reference_text(default_model, prompt: str, max_new_tokens: int) -> str:
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}])
+    return run_hf(default_model, ids, max_new_tokens).text
+
+
+@pytest.mark.parametrize("tree", ["auto", "efficient:3,2,2/chain-groups"])
+def test_streamed_chat_answer_equals_the_ar_answer(app_url, default_model, tree):
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    job = client.submit(PROMPT, ADAPTER, tree, 48, api_name="/chat")
+    updates = list(job)  # every streamed update, the last one complete
+    chat, colours, answer, status, *_ = job.result()
+    assert answer == reference_text(default_model, PROMPT, 48)
+    assert chat[-1]["role"] == "assistant" and chat[-1]["content"][0]["text"] == answer
+    assert "forward passes" in status and "<span" in colours
+    assert len(updates) >= 1
+
+
+def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
+    from gradio_client import Client
+
+    prompt = "Name three colours."
+    ar_text, bita_html, stats = Client(app_url, verbose=False).predict(prompt, ADAPTER, "efficient:3/chain-groups",
+                                                                       24, api_name="/race")
+    assert ar_text == reference_text(default_model, prompt, 24)
+    assert "Speedup" in stats and "cpu" in stats and "<span" in bita_html
+
+
+def test_bad_input_is_refused_with_a_clear_message(app_url):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(app_url, verbose=False)
+    with pytest.raises(AppError, match="Type a message"):
+        client.predict("   ", ADAPTER, "auto", 16, api_name="/chat")
+    with pytest.raises(AppError, match="greater than maximum"):
+        client.predict("hi", ADAPTER, "auto", 10**6, api_name="/chat")
+    with pytest.raises(AppError, match="context holds"):
+        client.predict("word " * 9000, ADAPTER, "auto", 16, api_name="/chat")
+    with pytest.raises(AppError, match="tree"):
+        client.predict("hi", ADAPTER, "efficient:9,9,9,9,9", 16, api_name="/chat")
+
+
+def test_page_in_headless_chromium_answers_and_draws(app_url):
+    """A real browser types a message, waits for the answer and the three figures, and
+    saves ``test-artifacts/app.png``."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "install Debian's chromium (setup.sh does: apt-get install chromium)"
+    flags = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=flags)
+        page = browser.new_page(viewport={"width": 1280, "height": 2200})
+        page.goto(app_url)
+        page.get_by_label("message").fill("List three fruits.")
+        page.get_by_label("message").press("Enter")
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=180_000)
+        answer = page.locator("#answer textarea")
+        page.wait_for_function("document.querySelector('#answer textarea').value.length > 0", timeout=60_000)
+        answer = answer.input_value()
+        page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
+        browser.close()
+    assert answer.strip() and (ARTIFACTS / "app.png").stat().st_size > 10_000
