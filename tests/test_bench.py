@@ -40,9 +40,9 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n"
                        + json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"}]}) + "\n")
-    report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    report_path, table_path, page = tmp_path / "bench.json", tmp_path / "bench.md", tmp_path / "bench.html"
     code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "efficient:2,2,1",
-                 "--json", str(report_path), "--markdown", str(table_path)])
+                 "--json", str(report_path), "--markdown", str(table_path), "--html", str(page)])
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
@@ -53,6 +53,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert first["id"] == "a" and set(first["seconds"]) == {"hf", "ar", "bita"}
     assert first["tokens"]["hf"] == first["tokens"]["ar"] == first["new_tokens"]
     assert "| **all** | 2 |" in table_path.read_text()
+    figures = page.read_text()
+    assert all(title in figures for title in ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass"))
 
 
 def test_bench_refuses_a_run_without_baseline(capsys):
