@@ -15,7 +15,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ from bita.decoding import describe_device
 from bita.errors import BitaError
 from bita.generation import MAX_NEW_TOKENS_LIMIT, TreePlan, plan_tree, stream_ar, stream_bita
 from bita.loading import encode_chat, load_model
+from bita.model_thread import ModelThread
 from bita.race import Lane, race, speedup
 from bita.records import StepRecord
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
@@ -49,26 +49,29 @@ UI_INTERVAL_S = 0.2  # at most ~5 screen updates a second; pass timings never in
 
 
 class Engine:
-    """The one loaded model every session shares, with adapters and tree plans cached by name."""
+    """The one loaded model every session shares, with adapters and tree plans cached by name.
+    Everything that runs the model goes through ``self.thread`` (see bita/model_thread.py)."""
 
     def __init__(self, model: str, device: str):
-        self.loaded = load_model(model, device)
+        self.thread = ModelThread()
+        self.loaded = self.thread.call(load_model, model, device)
         self.device = describe_device(self.loaded.device)
         self.adapter_names = list(shipped_adapters()) + [UNTRAINED]
         self.default_adapter = default_adapter_name(self.loaded)
-        self._cache: dict = {}
-        self._lock = threading.Lock()
+        self._cache: dict = {}  # only the model thread reads and fills it
 
     def setup(self, adapter_name: str, tree: str):
         """(adapter, TreePlan) for a session's settings; measured and loaded once per process."""
-        with self._lock:
-            if adapter_name not in self._cache:
-                self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
-            adapter = self._cache[adapter_name]
-            key = (adapter_name, tree)
-            if key not in self._cache:
-                self._cache[key] = plan_tree(self.loaded, adapter, tree)
-            return adapter, self._cache[key]
+        return self.thread.call(self._setup, adapter_name, tree)
+
+    def _setup(self, adapter_name: str, tree: str):
+        if adapter_name not in self._cache:
+            self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
+        adapter = self._cache[adapter_name]
+        key = (adapter_name, tree)
+        if key not in self._cache:
+            self._cache[key] = plan_tree(self.loaded, adapter, tree)
+        return adapter, self._cache[key]
 
     def decode(self, ids: list[int]) -> str:
         """Token text for figures and colours (special tokens shown)."""
@@ -165,13 +168,14 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages))
         try:
-            steps = stream_bita(engine.loaded, adapter, turn.prompt_ids, max_new_tokens, plan, record_attention=True)
+            steps = engine.thread.call(stream_bita, engine.loaded, adapter, turn.prompt_ids, max_new_tokens, plan,
+                                       record_attention=True)
         except BitaError as error:
             raise gr.Error(str(error)) from None
         updated = Conversation(messages, conversation.turns + [turn])
 
         def progress():
-            for record in steps:
+            for record in engine.thread.iterate(steps):
                 turn.records.append(record)
                 yield record
 
@@ -199,11 +203,11 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens)
         ids = encode_chat(engine.loaded.tokenizer, [{"role": "user", "content": prompt}])
         try:
-            ar = stream_ar(engine.loaded, ids, max_new_tokens)
-            bita = stream_bita(engine.loaded, adapter, ids, max_new_tokens, plan)
+            ar = engine.thread.call(stream_ar, engine.loaded, ids, max_new_tokens)
+            bita = engine.thread.call(stream_bita, engine.loaded, adapter, ids, max_new_tokens, plan)
         except BitaError as error:
             raise gr.Error(str(error)) from None
-        for ar_lane, bita_lane in throttled(race(("AR", ar), ("BiTA", bita))):
+        for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita)))):
             yield (engine.text(ar_lane.tokens), coloured(bita_lane.records, engine.decode),
                    race_table(ar_lane, bita_lane, plan, engine.device))
 
