@@ -86,6 +86,24 @@ def test_two_users_at_once_keep_their_own_conversations(app_url, default_model):
     assert texts[:3] == [questions[0], answers[0], "Say it again."] and len(texts) == 4
 
 
+def test_stopping_an_answer_keeps_what_was_said(app_url):
+    """Cancelling a streaming answer (the Stop button) keeps the partial answer in the
+    session's conversation, and the next message continues from it."""
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    question = "Write a long story about a dragon who learns to bake bread."
+    job = client.submit(question, ADAPTER, "auto", 600, api_name="/chat")
+    deadline = time.time() + 120
+    while len(job.outputs()) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    job.cancel()
+    partial = job.outputs()[-1][2]
+    chat = client.predict("Thanks.", ADAPTER, "auto", 8, api_name="/chat")[0]
+    texts = [m["content"][0]["text"] for m in chat]
+    assert texts[0] == question and texts[1].startswith(partial) and partial.strip() and texts[2] == "Thanks."
+
+
 def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
     from gradio_client import Client
 
