@@ -153,11 +153,12 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         if turn is None or not turn.records:
             empty = notice_figure("Send a message: each forward pass of the answer shows here.")
             return empty, empty
-        record = turn.records[max(0, min(int(index), len(turn.records) - 1))]
+        index = max(0, min(int(index), len(turn.records) - 1))
+        record = turn.records[index]
         tree = draft_tree_figure(record, engine.decode)
         if record.attention is None:
             return tree, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal attention.")
-        return tree, attention_figure(record, engine.decode, turn.context(turn.records.index(record)))
+        return tree, attention_figure(record, engine.decode, turn.context(index))
 
     @gpu
     def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens):

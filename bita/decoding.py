@@ -158,7 +158,7 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
         keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
                             bonus=bonus, next_drafts=drafts.as_lists(), n_prompt=adapter.n_prompt)
-        _attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
+        attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(model, run)
 
@@ -189,14 +189,15 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
                             rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],
                             bonus=verdict.bonus, next_drafts=next_drafts.as_lists() if next_drafts else [],
                             n_prompt=adapter.n_prompt)
-        _attach_attention(record, layout, adapter.n_prompt, state.context_length, record_attention)
+        attach_attention(record, layout, adapter.n_prompt, state.context_length, record_attention)
         new_state = DecodeState(state.cache, state.context_length + 1 + len(verdict.accepted),
                                 verdict.bonus, next_drafts)
         return new_state, record
     return _timed_record(model, run)
 
 
-def _attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_cached: int, wanted: bool) -> None:
+def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_cached: int, wanted: bool) -> None:
+    """When ``wanted``, set ``record.attention`` and ``record.row_kinds`` for a pass of ``layout``."""
     if not wanted:
         return
     record.attention = allowed_keys(layout, n_prompt, n_cached)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bita.masks import allowed_keys, decode_layout
+from bita.decoding import attach_attention
+from bita.masks import decode_layout
 from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from bita.tree import EMPTY_TREE, parse_tree_spec
 
@@ -17,10 +18,8 @@ def decode(ids: list[int]) -> str:
 
 
 def with_attention(record: StepRecord, layout, n_cached: int) -> StepRecord:
-    """Fill attention and row kinds the way bita.decoding._attach_attention does."""
-    record.attention = allowed_keys(layout, record.n_prompt, n_cached)
-    kinds = ["context"] * (layout.chain - 1) + ["root"] + ["candidate"] * layout.tree.size
-    record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
+    """Fill attention and row kinds as a decoding pass records them."""
+    attach_attention(record, layout, record.n_prompt, n_cached, wanted=True)
     return record
 
 
