@@ -22,7 +22,7 @@ import gradio as gr
 
 from bita.decoding import describe_device
 from bita.errors import BitaError
-from bita.generation import MAX_NEW_TOKENS_LIMIT, TreePlan, plan_tree, stream_ar, stream_bita
+from bita.generation import DEFAULT_DRAFTS, DRAFTS, MAX_NEW_TOKENS_LIMIT, TreePlan, plan_tree, stream_ar, stream_bita
 from bita.loading import encode_chat, load_model
 from bita.model_thread import ModelThread
 from bita.race import Lane, race, speedup
@@ -60,17 +60,17 @@ class Engine:
         self.default_adapter = default_adapter_name(self.loaded)
         self._cache: dict = {}  # only the model thread reads and fills it
 
-    def setup(self, adapter_name: str, tree: str):
+    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS):
         """(adapter, TreePlan) for a session's settings; measured and loaded once per process."""
-        return self.thread.call(self._setup, adapter_name, tree)
+        return self.thread.call(self._setup, adapter_name, tree, drafts)
 
-    def _setup(self, adapter_name: str, tree: str):
+    def _setup(self, adapter_name: str, tree: str, drafts: str):
         if adapter_name not in self._cache:
             self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
         adapter = self._cache[adapter_name]
-        key = (adapter_name, tree)
+        key = (adapter_name, tree, drafts)
         if key not in self._cache:
-            self._cache[key] = plan_tree(self.loaded, adapter, tree)
+            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts)
         return adapter, self._cache[key]
 
     def decode(self, ids: list[int]) -> str:
@@ -141,10 +141,11 @@ def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
         "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
 
 
-def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Blocks:
-    def settings_of(adapter_name, tree, max_new_tokens):
+def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: str = DEFAULT_DRAFTS) -> gr.Blocks:
+    def settings_of(adapter_name, tree, max_new_tokens, drafts):
         try:
-            adapter, plan = engine.setup(adapter_name or engine.default_adapter, (tree or "auto").strip())
+            adapter, plan = engine.setup(adapter_name or engine.default_adapter, (tree or "auto").strip(),
+                                         drafts or DEFAULT_DRAFTS)
         except BitaError as error:
             raise gr.Error(str(error)) from None
         return adapter, plan, int(max_new_tokens)
@@ -161,11 +162,11 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         return tree, attention_figure(record, engine.decode, turn.context(index))
 
     @gpu
-    def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens):
+    def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens, drafts):
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
-        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens)
+        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts)
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages))
         try:
@@ -197,11 +198,11 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         return pass_views(conversation.turns[-1] if conversation.turns else None, index)
 
     @gpu
-    def side_by_side(prompt, adapter_name, tree, max_new_tokens):
+    def side_by_side(prompt, adapter_name, tree, max_new_tokens, drafts):
         prompt = (prompt or "").strip()
         if not prompt:
             raise gr.Error("Type a prompt first.")
-        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens)
+        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts)
         ids = encode_chat(engine.loaded.tokenizer, [{"role": "user", "content": prompt}])
         try:
             ar = engine.thread.call(stream_ar, engine.loaded, ids, max_new_tokens)
@@ -220,9 +221,12 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto") -> gr.Bl
         with gr.Accordion("Settings", open=False):
             adapter_box = gr.Dropdown(engine.adapter_names, value=engine.default_adapter, label="adapter")
             tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
-                                   info="auto: the fastest shape on this device, or plain AR where none pays")
+                                   info="auto: the fastest mask tree on this device, or none where none pays")
+            drafts_box = gr.Dropdown(list(DRAFTS), value=drafts, label="drafts",
+                                     info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
+                                          "diamonds in the draft tree), or both merged in one tree")
             length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
-        settings = [adapter_box, tree_box, length_box]
+        settings = [adapter_box, tree_box, length_box, drafts_box]  # drafts last: API calls may leave it out
         with gr.Tab("Chat"):
             chatbot = gr.Chatbot(label="conversation", height=320)
             message = gr.Textbox(label="message", placeholder="Ask something and press Enter")
@@ -282,12 +286,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, help="port (default: 7860, or $GRADIO_SERVER_PORT)")
     parser.add_argument("--concurrency", type=int, default=1, help="model requests served at once")
     parser.add_argument("--tree", default="auto", help="the draft tree selected when a page opens")
+    parser.add_argument("--drafts", choices=DRAFTS, default=DEFAULT_DRAFTS,
+                        help="the drafts selected when a page opens")
     args = parser.parse_args()
     install_default_model_package()
     engine = Engine(args.model, args.device)
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
     print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)
-    build_app(engine, max(1, args.concurrency), args.tree).launch(server_name=args.host, server_port=args.port)
+    build_app(engine, max(1, args.concurrency), args.tree, args.drafts).launch(server_name=args.host,
+                                                                              server_port=args.port)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
 
 @dataclass
 class BenchReport:
-    setup: dict  # model, device, dtype, adapter, tree, tree_reason, max_new_tokens, methods
+    setup: dict  # model, device, dtype, adapter, drafts, tree, tree_reason, max_new_tokens, methods
     prompts: list[PromptResult]
 
     @property
@@ -104,7 +104,8 @@ class BenchReport:
         return tuple(self.setup["methods"])
 
     def summary(self) -> dict:
-        return {**summarize(self.prompts, self.methods), "device": self.setup["device"], "tree": self.setup["tree"]}
+        return {**summarize(self.prompts, self.methods), "device": self.setup["device"],
+                "drafts": self.setup["drafts"], "tree": self.setup["tree"]}
 
     def by_category(self) -> dict[str, dict]:
         categories = sorted({r.category for r in self.prompts})
@@ -117,8 +118,8 @@ class BenchReport:
     def to_markdown(self) -> str:
         setup = self.setup
         lines = [f"Model {setup['model']} on {setup['device']} ({setup['dtype']}), adapter {setup['adapter']}, "
-                 f"tree {setup['tree']}, max {setup['max_new_tokens']} new tokens; speedup = BiTA tok/s / "
-                 f"{self.summary()['baseline']} tok/s.", "",
+                 f"drafts {setup['drafts']}, tree {setup['tree']}, max {setup['max_new_tokens']} new tokens; "
+                 f"speedup = BiTA tok/s / {self.summary()['baseline']} tok/s.", "",
                  f"Tree choice: {setup.get('tree_reason', setup['tree'])}.", "",
                  "| category | prompts | tau | AR tok/s | BiTA tok/s | speedup | identical |",
                  "|---|---:|---:|---:|---:|---:|---:|"]

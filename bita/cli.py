@@ -7,7 +7,8 @@ import json
 import sys
 
 from .errors import BitaError
-from .generation import DEFAULT_TREE, collect, plan_tree, run_hf, stream_bita
+from .generation import (DEFAULT_DRAFTS, DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, DRAFTS, collect, plan_tree, run_hf,
+                         stream_bita)
 from .train import TrainConfig
 
 
@@ -22,6 +23,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
 
 
+def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tree", default=DEFAULT_TREE, help="mask draft tree: auto (the fastest shape on this "
+                        "device; where none pays, plain AR, or n-gram chains alone with --drafts both), or a shape: "
+                        "efficient:3,2,2, chain:3, full:2,2,2, ...")
+    parser.add_argument("--drafts", choices=DRAFTS, default=DEFAULT_DRAFTS,
+                        help="who drafts: the adapter's mask groups, context n-grams (prompt lookup), or both "
+                             "merged in one tree")
+    parser.add_argument("--ngram-tokens", type=int, default=DEFAULT_NGRAM_TOKENS,
+                        help="n-gram chain length per pass (with --drafts ngram or both)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bita", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -31,8 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_arguments(generate)
     generate.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
     generate.add_argument("--max-new-tokens", type=int, default=128)
-    generate.add_argument("--tree", default=DEFAULT_TREE, help="auto (the fastest shape on this device, or plain "
-                          "AR where none pays), or a shape: efficient:3,2,2, chain:3, full:2,2,2, ...")
+    add_draft_arguments(generate)
     generate.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita")
     generate.add_argument("--json", action="store_true", help="print one JSON object")
@@ -62,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--per-category", type=int, help="first N prompts of each category")
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
-    bench.add_argument("--tree", default=DEFAULT_TREE, help="auto, or a tree spec, e.g. efficient:3,2,2 or chain:3")
+    add_draft_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
@@ -105,9 +116,10 @@ def run_generate(args: argparse.Namespace) -> dict:
     bita = ar = None
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-        plan = plan_tree(loaded, adapter, args.tree)
+        plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens)
         bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan, stops))
-        report.update(adapter=adapter_name, tree=plan.spec, tree_reason=plan.reason, bita_tokens_per_s=bita.tokens_per_s,
+        report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason,
+                      bita_tokens_per_s=bita.tokens_per_s,
                       forward_passes=bita.forward_passes, mean_accepted=bita.mean_accepted)
     if args.mode in ("ar", "both"):
         ar = run_hf(loaded, prompt_ids, args.max_new_tokens, stops)
@@ -170,10 +182,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
     loaded = load_model(args.model, args.device, args.dtype, args.quantize)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-    plan = plan_tree(loaded, adapter, args.tree)
+    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "adapter": adapter_name, "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
+             "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec, "tree_reason": plan.reason,
+             "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup)
     data, markdown = report.to_json(), report.to_markdown()
     for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):

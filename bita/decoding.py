@@ -12,7 +12,7 @@ And one LM-head call covers the verified rows and the mask groups, so the head's
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +22,11 @@ from transformers import DynamicCache
 
 from .adapter import BitaAdapter
 from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
+from .ngram import NgramIndex
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from .stopping import StopCondition
 from .tree import EMPTY_TREE, ROOT, DraftTree, verify_greedy
+from .trie import GROUPS_NONE, NGRAM_RANK, build_trie
 
 
 @dataclass
@@ -43,7 +45,7 @@ class DecodeState:
     cache: DynamicCache
     context_length: int  # ordinary tokens in the cache (prompt slots excluded)
     root: int  # last emitted token: fed, and cached, by the next pass
-    drafts: Drafts | None  # None when the last accepted node carried no mask group
+    drafts: Drafts | None  # None when the last accepted node carried no mask group, or masks are off
 
 
 def device_of(model: nn.Module) -> torch.device:
@@ -146,7 +148,7 @@ def _timed_record(model, record_fn):
 def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
             record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
     """Encode the prompt plus one mask group on its last token: the first AR token and the
-    drafts ``tree`` needs (``tree.depth`` depths, top ``tree.max_rank`` each)."""
+    drafts ``tree`` needs (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
@@ -154,10 +156,10 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
         bonus = int(logits[0].argmax())
-        drafts = drafts_from(logits[1:], tree.max_rank)
+        drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
-                            bonus=bonus, next_drafts=drafts.as_lists(), n_prompt=adapter.n_prompt)
+                            bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt)
         attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(model, run)
@@ -165,26 +167,32 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 
 @torch.inference_mode()
 def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree, index: int,
-              record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
-    """Feed root + draft tree + mask groups; verify; keep the accepted path in the cache."""
+              record_attention: bool = False, ngram: Sequence[int] = (),
+              ngram_groups: str = GROUPS_NONE) -> tuple[DecodeState, StepRecord]:
+    """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
+
+    The candidates are the trie of ``tree`` filled with ``state.drafts`` (when there are any)
+    merged with the n-gram chain ``ngram`` (bita/trie.py); groups have ``tree.depth`` masks.
+    """
     def run():
-        used_tree = tree if state.drafts is not None else EMPTY_TREE
-        layout = decode_layout(used_tree, tree.depth, 1)
         drafts = state.drafts
-        candidates = [int(drafts.tokens[n.depth - 1, n.rank]) for n in used_tree.nodes]
+        trie = build_trie(tree, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups)
+        layout = decode_layout(trie.tree, tree.depth, 1)
+        candidates = list(trie.tokens)
         start = adapter.n_prompt + state.context_length
         hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
                                 state.context_length, state.context_length)
-        verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + used_tree.size)
-        verdict = verify_greedy(used_tree, candidates, verified_logits.argmax(-1).tolist())
-        carries_group = verdict.last == ROOT or used_tree.nodes[verdict.last].has_group
+        verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + trie.tree.size)
+        verdict = verify_greedy(trie.tree, candidates, verified_logits.argmax(-1).tolist())
+        carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
         next_drafts = (drafts_from(group_logits(layout.group_of(verdict.last)), tree.max_rank)
                        if carries_group else None)
         keep_cache_rows(state.cache, start, [0] + [layout.node_row(i) for i in verdict.accepted])
         accepted = set(verdict.accepted)
-        nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank, float(drafts.probs[n.depth - 1, n.rank]),
-                           n.has_group, ACCEPTED if i in accepted else REJECTED)
-                 for i, n in enumerate(used_tree.nodes)]
+        nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank,
+                           float(drafts.probs[n.depth - 1, n.rank]) if n.rank != NGRAM_RANK else 0.0,
+                           n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i])
+                 for i, n in enumerate(trie.tree.nodes)]
         record = StepRecord(index=index, kind="tree", position=state.context_length, root=state.root,
                             rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],
                             bonus=verdict.bonus, next_drafts=next_drafts.as_lists() if next_drafts else [],
@@ -206,14 +214,23 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
 
 
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
-               stop: StopCondition, record_attention: bool = False) -> Iterator[StepRecord]:
-    """Greedy BiTA generation, one StepRecord per forward pass, until ``stop`` says so."""
+               stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
+               ngram_groups: str = GROUPS_NONE) -> Iterator[StepRecord]:
+    """Greedy BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
+
+    ``tree``: the mask tree (EMPTY_TREE: no mask drafts). ``ngram_tokens`` > 0 adds to every
+    pass the n-gram chain of up to that many tokens looked up in prompt + output (bita/ngram.py).
+    """
     state, record = prefill(model, adapter, prompt_ids, tree, record_attention)
     record.emitted, record.finish = stop.take([record.bonus])
+    history = NgramIndex(prompt_ids + [record.bonus]) if ngram_tokens else None
     yield record
     index = 1
     while record.finish is None:
-        state, record = tree_step(model, adapter, state, tree, index, record_attention)
+        ngram = history.propose(ngram_tokens) if history is not None else ()
+        state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups)
         record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+        if history is not None:
+            history.extend(record.accepted + [record.bonus])
         index += 1
         yield record

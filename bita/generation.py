@@ -13,9 +13,14 @@ from .errors import BitaError
 from .loading import LoadedModel
 from .records import StepRecord
 from .stopping import StopCondition
-from .tree import DraftTree, parse_tree_spec
+from .tree import EMPTY_TREE, DraftTree, parse_tree_spec
 
 DEFAULT_TREE = AUTO
+MASKS, NGRAM, BOTH = "masks", "ngram", "both"
+DRAFTS = (MASKS, NGRAM, BOTH)  # who drafts: the adapter's mask groups, context n-grams, or both in one trie
+DEFAULT_DRAFTS = BOTH
+DEFAULT_NGRAM_TOKENS = 4
+MAX_NGRAM_TOKENS = 16
 MAX_NEW_TOKENS_LIMIT = 8192
 
 
@@ -53,21 +58,30 @@ def resolve_tree(tree: str | DraftTree, adapter: BitaAdapter) -> DraftTree:
 
 @dataclass(frozen=True)
 class TreePlan:
-    """The tree BiTA decodes with; ``tree`` None means plain AR passes (no tree pays here)."""
+    """What BiTA drafts with. ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or None for
+    plain AR passes (nothing drafts); ``ngram_tokens``: length of the n-gram chain added to every
+    pass (0: none)."""
 
     tree: DraftTree | None
     reason: str  # one line for people: what was chosen and why
+    ngram_tokens: int = 0
 
     @property
     def spec(self) -> str:
-        return self.tree.spec if self.tree else "ar"
+        if self.tree is None:
+            return "ar"
+        parts = [self.tree.spec] if self.tree.size else []
+        return "+".join(parts + ([f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []))
+
+    @property
+    def extra_rows(self) -> int:
+        """How far past the root a pass's positions reach: the deepest candidate, then a mask group."""
+        return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
 
 
-def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan) -> TreePlan:
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree) -> TreePlan:
     """An explicit tree as given, or for ``auto`` the shape with the highest expected tokens/s
     on this device, or plain AR where none beats it or the adapter has no acceptance statistics."""
-    if isinstance(tree, TreePlan):
-        return tree
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
@@ -76,6 +90,35 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     return TreePlan(choice.tree, choice.describe())
+
+
+def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
+              drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS) -> TreePlan:
+    """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
+
+    ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
+    adds the chain to the mask tree; where ``auto`` finds no mask tree that pays, it drafts
+    with the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is
+    one row, like an AR pass. The n-gram acceptance is not forecast, so that is not cost-checked.
+    """
+    if isinstance(tree, TreePlan):
+        return tree
+    if drafts not in DRAFTS:
+        raise BitaError(f"drafts must be one of {', '.join(DRAFTS)}, not {drafts!r}")
+    if drafts == MASKS:
+        return plan_masks(loaded, adapter, tree)
+    if not isinstance(ngram_tokens, int) or not 1 <= ngram_tokens <= MAX_NGRAM_TOKENS:
+        raise BitaError(f"ngram_tokens must be an integer from 1 to {MAX_NGRAM_TOKENS}, not {ngram_tokens!r}")
+    chain = f"n-gram chains of up to {ngram_tokens} tokens"
+    if drafts == NGRAM:
+        unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
+        return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
+                        ngram_tokens)
+    masks = plan_masks(loaded, adapter, tree)
+    if masks.tree is None:
+        return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (their acceptance is "
+                                    "not forecast; a pass they do not draft is one row, like AR)", ngram_tokens)
+    return TreePlan(masks.tree, f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens)
 
 
 def validate_request(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
@@ -100,15 +143,15 @@ def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str,
 
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,
                 tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
-                record_attention: bool = False) -> Iterator[StepRecord]:
-    """Validated BiTA step stream (AR records when the plan is plain AR). The mask rows reach
-    ``2 * depth`` positions past the root."""
-    plan = plan_tree(loaded, adapter, tree)
+                record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
+                ngram_tokens: int = DEFAULT_NGRAM_TOKENS) -> Iterator[StepRecord]:
+    """Validated BiTA step stream (AR records when the plan is plain AR)."""
+    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens)
     if plan.tree is None:
         return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings)
-    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=2 * plan.tree.depth + 1)
+    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention)
+    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,

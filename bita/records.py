@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .trie import MASK
+
 ACCEPTED, REJECTED = "accepted", "rejected"
 
 
@@ -16,10 +18,11 @@ class DraftNode:
     token: int
     parent: int
     depth: int
-    rank: int
-    prob: float  # draft probability (softmax of the mask's logits) of ``token``
+    rank: int  # among the mask drafts of its depth; -1 when only the n-gram chain proposed it
+    prob: float  # draft probability (softmax of the mask's logits) of ``token``; 0 for n-gram-only nodes
     has_group: bool
     status: str  # ACCEPTED | REJECTED
+    source: str = MASK  # who proposed it: MASK | NGRAM | BOTH (bita/trie.py)
 
 
 @dataclass

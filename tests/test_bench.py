@@ -46,7 +46,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
-    assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1"
+    assert summary["identical"] == summary["total"] == 2
+    assert summary["drafts"] == "both" and summary["tree"] == "efficient:2,2,1+ngram:4"
     assert summary["mean_accepted"] >= 1 and summary["speedup"] > 0 and summary["ar_tokens_per_s"] > 0
     assert set(report["categories"]) == {"chat", "prompts"}
     first = report["prompts"][0]

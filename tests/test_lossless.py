@@ -1,5 +1,7 @@
 """Greedy BiTA equals greedy AR token for token, on every tiny architecture."""
 
+from collections import Counter
+
 import pytest
 import torch
 from conftest import random_prompts
@@ -7,8 +9,10 @@ from conftest import random_prompts
 from bita.adapter import BitaAdapter
 from bita.autoregressive import ar_steps, hf_generate
 from bita.decoding import Drafts, bita_steps, prefill, tree_step
+from bita.records import ACCEPTED
 from bita.stopping import StopCondition
-from bita.tree import parse_tree_spec
+from bita.tree import EMPTY_TREE, parse_tree_spec
+from bita.trie import BOTH, GROUPS_ALL, GROUPS_LAST, GROUPS_NONE, NGRAM
 
 SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1"]
 
@@ -65,6 +69,78 @@ def test_acceptance_paths_keep_the_cache_exact(tiny, rank, expected_per_pass):
         state.drafts = oracle_drafts(truth, len(output), 3, rank, vocab)
         state, record = tree_step(tiny, adapter, state, tree, index)
         assert len(record.accepted) + 1 == expected_per_pass
+        output += record.accepted + [record.bonus]
+        assert output == truth[:len(output)]
+    assert state.context_length == len(prompt) + len(output) - 1
+
+
+class ScriptedChains:
+    """Stands in for ``NgramIndex`` in ``bita_steps``: proposes the true continuation
+    (``shift`` 0), or those tokens shifted in the vocabulary (always wrong)."""
+
+    def __init__(self, output, truth, shift, vocab):
+        self.done, self.truth, self.shift, self.vocab = len(output), truth, shift, vocab
+
+    def extend(self, tokens):
+        self.done += len(tokens)
+
+    def propose(self, max_tokens):
+        return [(t + self.shift) % self.vocab for t in self.truth[self.done:self.done + max_tokens]]
+
+
+@pytest.mark.parametrize("chains,spec,ngram_groups", [
+    ("lookup", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("lookup", "", GROUPS_NONE),
+    ("oracle", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("oracle", "efficient:3,2,2/chain-groups", GROUPS_LAST),
+    ("oracle", "chain:2", GROUPS_ALL), ("oracle", "", GROUPS_NONE),
+    ("wrong", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("wrong", "", GROUPS_NONE)])
+def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, spec, ngram_groups):
+    """Mask drafts and n-gram chains in one trie (n-gram chains alone where ``spec`` is empty),
+    the chains looked up in the context as in real use, or forced to hit or to miss."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
+    tree = parse_tree_spec(spec) if spec else EMPTY_TREE
+    vocab = tiny.get_output_embeddings().weight.shape[0]
+    sources = Counter()
+    for prompt in random_prompts(4, seed=11):
+        reference = hf_generate(tiny, prompt, 24, [])
+        if chains != "lookup":
+            shift = 0 if chains == "oracle" else 7
+            monkeypatch.setattr("bita.decoding.NgramIndex",
+                                lambda history: ScriptedChains(history[len(prompt):], reference, shift, vocab))
+        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
+                                  ngram_groups=ngram_groups))
+        assert emitted(records) == reference
+        sources.update(n.source for r in records for n in r.nodes if n.status == ACCEPTED)
+    if chains == "oracle":
+        assert sources[NGRAM] + sources[BOTH] >= 24 and len(records) <= 6
+    if chains == "wrong":
+        assert sources[NGRAM] + sources[BOTH] == 0
+
+
+@pytest.mark.parametrize("chain_hits,mask_rank,ngram_groups,per_pass,drafts_after", [
+    (True, 3, GROUPS_NONE, 5, False),  # n-gram chain accepted past the masks' depth: next pass has no mask drafts
+    (True, 3, GROUPS_LAST, 5, True),  # ... unless its last node carries a group
+    (True, 0, GROUPS_NONE, 5, False),  # chain and mask chain share 3 nodes, the chain adds a 4th
+    (False, 0, GROUPS_NONE, 4, True),  # the chain misses, the masks' whole chain is accepted
+    (False, 3, GROUPS_NONE, 1, True),  # everything misses: the root group drafts
+])
+def test_ngram_paths_keep_the_cache_exact(tiny, chain_hits, mask_rank, ngram_groups, per_pass, drafts_after):
+    """Chains of the true continuation (or of wrong tokens) with mask drafts holding the truth at
+    rank ``mask_rank`` (3: nowhere). Output stays exact on every path, including passes with no
+    mask drafts, which checks the cache compaction and the trie's rows."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
+    tree = parse_tree_spec("efficient:3,3,3/chain-groups")
+    vocab = tiny.get_output_embeddings().weight.shape[0]
+    prompt = random_prompts(1, seed=31)[0]
+    truth = hf_generate(tiny, prompt, 40, [])
+    state, record = prefill(tiny, adapter, prompt, tree)
+    output = [record.bonus]
+    for index in range(1, 6):
+        if state.drafts is not None:
+            state.drafts = oracle_drafts(truth, len(output), 3, mask_rank, vocab)
+        future = truth[len(output):len(output) + 4]
+        chain = future if chain_hits else [(t + 7) % vocab for t in future]
+        state, record = tree_step(tiny, adapter, state, tree, index, ngram=chain, ngram_groups=ngram_groups)
+        assert len(record.accepted) + 1 == per_pass and (state.drafts is not None) == drafts_after
         output += record.accepted + [record.bonus]
         assert output == truth[:len(output)]
     assert state.context_length == len(prompt) + len(output) - 1

@@ -1,7 +1,7 @@
 """Draft-tree, attention and tokens-per-pass figures from hand-built step records."""
 
 import pytest
-from viz_records import N_MASKS, N_PROMPT, PROMPT, decode, generation, long_record, prefill_record
+from viz_records import N_MASKS, N_PROMPT, PROMPT, decode, generation, long_record, ngram_record, prefill_record
 
 from viz.attention import attention_figure, cell_codes, key_columns, row_labels, thinned_ticks
 from viz.draft_tree import draft_tree_figure
@@ -97,3 +97,15 @@ def test_tokens_per_pass_bars_sum_to_the_output():
     assert list(bars[-1].y) == [1, 1, 1, 1, 0] and list(bars[2].y) == [0] * 5  # pass 4 stopped before its bonus
     tau = figure.data[-1]
     assert list(tau.x) == [0, 1, 2, 3, 4] and tau.y[-1] == pytest.approx(9 / 5) and tau.y[1] == 2.0
+
+
+def test_drafts_show_who_proposed_them():
+    record = ngram_record()  # ' on' proposed by masks and n-gram, ' the' and ' mat' by the n-gram only
+    figure = draft_tree_figure(record, decode)
+    accepted = markers(figure)["accepted"]
+    assert list(accepted.marker.symbol) == ["square", "diamond"] and list(accepted.text) == ["␣on", "␣the"]
+    assert "rank 0, p=0.450, and the context n-gram" in accepted.hovertext[0]
+    assert "context n-gram" in accepted.hovertext[1] and "rank" not in accepted.hovertext[1]
+    assert "◆ context n-gram" in figure.layout.title.text
+    assert "◆" not in draft_tree_figure(generation()[1], decode).layout.title.text
+    assert row_labels(record, decode)[1:6] == ["␣on d1r0+ng", "␣dog d1r1", "␣a d2r0", "␣the d2ng", "␣mat d3ng"]

@@ -2,7 +2,7 @@
 
 import re
 
-from viz_records import VOCAB, decode, generation, prefill_record
+from viz_records import VOCAB, decode, generation, ngram_record, prefill_record
 
 from viz.palette import BONUS_COLOR, REJECTED_COLOR, depth_color
 from viz.tokens import legend_html, output_html, rejected_alternatives, token_spans, token_texts
@@ -74,3 +74,10 @@ def test_legend_names_every_colour():
 def test_prefill_alone_is_one_bonus_token():
     page = output_html([prefill_record()], decode)
     assert page.count(BONUS_COLOR) == 1 and VOCAB[6] in page and "line-through" not in page
+
+
+def test_hover_names_the_context_ngram_for_its_drafts():
+    html_text = output_html([ngram_record()], decode)
+    titles = re.findall(r'title="([^"]*)"', html_text)
+    assert "depth 1 (rank 0, p=0.45, and the context n-gram)" in titles[0]
+    assert "depth 2 (context n-gram)" in titles[1]

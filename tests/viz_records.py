@@ -6,6 +6,7 @@ from bita.decoding import attach_attention
 from bita.masks import decode_layout
 from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from bita.tree import EMPTY_TREE, parse_tree_spec
+from bita.trie import MASK, PassTrie, build_trie
 
 VOCAB = ["<pad>", " The", " cat", " sat", " on", " the", " mat", ".", "\n", "<script>", " dog", " a",
          " hat", " ran", " x", "&", " ok", " y"]
@@ -30,18 +31,33 @@ def prefill_record() -> StepRecord:
     return with_attention(record, layout, 0)
 
 
-def tree_record(index: int, spec: str, root: int, tokens: list[int], accepted: list[int], bonus: int,
-                position: int, emitted: list[int] | None = None, n_masks: int = N_MASKS) -> StepRecord:
-    """A tree pass: ``tokens`` per node of ``spec``, ``accepted`` node indices root to leaf."""
-    tree = parse_tree_spec(spec)
-    layout = decode_layout(tree, n_masks, 1)
-    nodes = [DraftNode(tokens[i], n.parent, n.depth, n.rank, round(0.9 / (1 + n.rank + n.depth), 3), n.has_group,
-                       ACCEPTED if i in accepted else REJECTED) for i, n in enumerate(tree.nodes)]
-    accepted_tokens = [tokens[i] for i in accepted]
+def trie_record(index: int, trie: PassTrie, root: int, accepted: list[int], bonus: int, position: int,
+                emitted: list[int] | None = None, n_masks: int = N_MASKS) -> StepRecord:
+    """A tree pass over ``trie``: ``accepted`` node indices root to leaf."""
+    layout = decode_layout(trie.tree, n_masks, 1)
+    nodes = [DraftNode(token, n.parent, n.depth, n.rank, round(0.9 / (1 + n.rank + n.depth), 3) if n.rank >= 0 else 0.0,
+                       n.has_group, ACCEPTED if i in accepted else REJECTED, source)
+             for i, (token, n, source) in enumerate(zip(trie.tokens, trie.tree.nodes, trie.sources))]
+    accepted_tokens = [trie.tokens[i] for i in accepted]
     record = StepRecord(index=index, kind="tree", position=position, root=root, rows=layout.rows, nodes=nodes,
                         accepted=accepted_tokens, bonus=bonus,
                         emitted=emitted if emitted is not None else accepted_tokens + [bonus], n_prompt=N_PROMPT)
     return with_attention(record, layout, position)
+
+
+def tree_record(index: int, spec: str, root: int, tokens: list[int], accepted: list[int], bonus: int,
+                position: int, emitted: list[int] | None = None, n_masks: int = N_MASKS) -> StepRecord:
+    """A tree pass of mask drafts: ``tokens`` per node of ``spec``, ``accepted`` node indices root to leaf."""
+    tree = parse_tree_spec(spec)
+    return trie_record(index, PassTrie(tree, tuple(tokens), (MASK,) * tree.size), root, accepted, bonus, position,
+                       emitted, n_masks)
+
+
+def ngram_record() -> StepRecord:
+    """Mask drafts of efficient:2,1/chain-groups (' on' | ' dog'; ' a') merged with the n-gram chain
+    ' on the mat': node 0 ' on' (both), 3 ' the' and 4 ' mat' (n-gram). ' on the' accepted, bonus '.'."""
+    trie = build_trie(parse_tree_spec("efficient:2,1/chain-groups"), [[4, 10], [11]], [4, 5, 6])
+    return trie_record(5, trie, root=3, accepted=[0, 3], bonus=7, position=12, n_masks=2)
 
 
 def generation() -> list[StepRecord]:

@@ -19,7 +19,7 @@ import torch
 from bita.records import StepRecord
 from bita.tree import ROOT
 
-from .labels import Decode, token_label
+from .labels import Decode, draft_origin, token_label
 from .palette import ATTENTION_COLORS, KEY_KINDS
 
 CELL_NAMES = ("blocked", *KEY_KINDS)  # colorbar ticks, in code order
@@ -41,7 +41,8 @@ def _known_tail(context_tokens: Sequence[int] | None, n: int) -> list[int] | Non
 
 
 def row_labels(record: StepRecord, decode: Decode, context_tokens: Sequence[int] | None = None) -> list[str]:
-    """[R] label of each new row: context token, 'root …', candidate '… dDrK', 'mask i @ anchor'.
+    """[R] label of each new row: context token, 'root …', candidate '… dDrK' (rank K of the mask
+    drafts at depth D; 'ng' for the context n-gram, 'rK+ng' for both), 'mask i @ anchor'.
     ``context_tokens``: ids before the root, oldest first (in a prefill they label the prompt rows)."""
     kinds, nodes = record.row_kinds, record.nodes
     n_context = kinds.count("context")
@@ -57,7 +58,7 @@ def row_labels(record: StepRecord, decode: Decode, context_tokens: Sequence[int]
             labels.append(f"root {token_label(decode, record.root)}")
         elif kind == "candidate":
             node = next(candidates)
-            labels.append(f"{token_label(decode, node.token)} d{node.depth}r{node.rank}")
+            labels.append(f"{token_label(decode, node.token)} d{node.depth}{draft_origin(node, short=True)}")
         else:
             k = next(masks)
             anchor = anchors[min(k // n_masks, len(anchors) - 1)]

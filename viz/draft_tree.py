@@ -13,9 +13,10 @@ import plotly.graph_objects as go
 
 from bita.records import ACCEPTED, StepRecord
 from bita.tree import ROOT
+from bita.trie import MASK
 
-from .labels import Decode, token_label
-from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, depth_color
+from .labels import Decode, draft_origin, token_label
+from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, SOURCE_SYMBOLS, depth_color
 from .tokens import accepted_nodes
 
 
@@ -43,14 +44,17 @@ def tree_positions(record: StepRecord) -> dict[int, tuple[int, float]]:
     return positions
 
 
-def _markers(name: str, keys: list[int], positions, labels: list[str], hovers: list[str], colors) -> go.Scatter:
+def _markers(name: str, keys: list[int], positions, labels: list[str], hovers: list[str], colors,
+             symbols: str | list[str] = "circle") -> go.Scatter:
     return go.Scatter(x=[positions[k][0] for k in keys], y=[positions[k][1] for k in keys], mode="markers+text",
                       name=name, text=labels, textposition="middle right", hovertext=hovers, hoverinfo="text",
-                      marker=dict(size=16, color=colors, line=dict(width=1, color="#333")))
+                      marker=dict(size=16, color=colors, symbol=symbols, line=dict(width=1, color="#333")))
 
 
 def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
-    """Markers: root, accepted nodes (coloured by depth), rejected nodes, bonus; parent->child edges."""
+    """Markers: root, accepted nodes (coloured by depth), rejected nodes, bonus; parent->child edges.
+    A node's marker shape says who proposed it: the mask drafts (circle), the context n-gram
+    (diamond) or both (square)."""
     nodes, bonus = record.nodes, len(record.nodes)
     positions = tree_positions(record)
     path = accepted_nodes(record)
@@ -68,7 +72,7 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
 
     def hover(i: int) -> str:
         n = nodes[i]
-        return (f"{token_label(decode, n.token, 40)}<br>depth {n.depth}, rank {n.rank}<br>draft p={n.prob:.3f}"
+        return (f"{token_label(decode, n.token, 40)}<br>depth {n.depth}<br>{draft_origin(n, 3)}"
                 f"<br>{n.status}{'<br>carries a mask group' if n.has_group else ''}")
 
     root_label = token_label(decode, record.root)
@@ -79,13 +83,16 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
             ("rejected", [i for i, n in enumerate(nodes) if n.status != ACCEPTED], REJECTED_COLOR)):
         if keys:
             figure.add_trace(_markers(name, keys, positions, [token_label(decode, nodes[i].token) for i in keys],
-                                      [hover(i) for i in keys], colors))
+                                      [hover(i) for i in keys], colors,
+                                      [SOURCE_SYMBOLS[nodes[i].source] for i in keys]))
     bonus_label = token_label(decode, record.bonus)
     figure.add_trace(_markers("bonus (model's own)", [bonus], positions, [bonus_label],
                               [f"{bonus_label}<br>bonus: the model's next token after the accepted drafts"],
                               BONUS_COLOR))
     summary = (f"{len(path)} of {len(nodes)} drafts accepted" if nodes
                else "no draft tree: root and bonus only")
+    if any(n.source != MASK for n in nodes):
+        summary += " (◆ context n-gram, ■ n-gram and masks)"
     leaves = 1 + max(y for _, y in positions.values())
     figure.update_layout(
         title=f"Pass {record.index} ({record.kind}): {summary}", template="plotly_white",

@@ -1,4 +1,4 @@
-"""The one colour palette of the step-record views: token roles, draft-tree statuses, attention keys."""
+"""The one palette of the step-record views: token roles, draft-tree statuses and sources, attention keys."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ BONUS_COLOR = "#ffb55a"
 DEPTH_COLORS = ("#8ecae6", "#90d39a", "#c9a6e4", "#f7a6b8", "#9fd8cf", "#e6d47a", "#b8c4f0", "#d9b38c")
 REJECTED_COLOR = "#a0a0a0"
 ROOT_COLOR = "#4a4a4a"
+SOURCE_SYMBOLS = {"mask": "circle", "ngram": "diamond", "both": "square"}  # draft-tree markers by who proposed a node
 
 # Attention heatmap cells: 0 = blocked, else 1 + the index of the key column's kind here.
 KEY_KINDS = ("prompt", "cached", "context", "root", "candidate", "mask")

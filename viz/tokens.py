@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from bita.tree import ROOT
 
-from .labels import Decode
+from .labels import Decode, draft_origin
 from .palette import BONUS, REJECTED_COLOR, accepted_role, role_color
 
 _TOKEN_STYLE = "background-color:{color};color:#111;border-radius:3px;padding:0 1px"
@@ -86,8 +86,8 @@ def _hover(record: StepRecord, role: str, alternatives: list[DraftNode], decode:
     else:
         depth, path = int(role.rsplit("-", 1)[1]), accepted_nodes(record)
         node = record.nodes[path[depth - 1]] if depth <= len(path) else None
-        what = f"accepted draft, depth {depth}" + (f" (draft p={node.prob:.2f})" if node else "")
-    lost = ", ".join(f"{decode([n.token])!r} (rank {n.rank}, p={n.prob:.2f})" for n in alternatives[:5])
+        what = f"accepted draft, depth {depth}" + (f" ({draft_origin(node)})" if node else "")
+    lost = ", ".join(f"{decode([n.token])!r} ({draft_origin(n)})" for n in alternatives[:5])
     return f"pass {record.index} ({record.kind}) · {what}\nrejected at the bonus position: {lost or 'none'}"
 
 
@@ -108,8 +108,7 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
         if show_rejected and alternatives:
             best = alternatives[0]
             text = html.escape(decode([best.token]).replace("\n", "↵"))
-            title = html.escape(f"pass {record.index}: draft rejected at the bonus position (rank {best.rank}, "
-                                f"p={best.prob:.2f})")
+            title = html.escape(f"pass {record.index}: draft rejected at the bonus position ({draft_origin(best)})")
             parts.append(f'<span style="{_REJECTED_STYLE}" title="{title}">{text}</span>')
     return f'<div style="{_BOX_STYLE}">{"".join(parts)}</div>'
 
