@@ -8,6 +8,7 @@ import sys
 
 from .errors import BitaError
 from .generation import DEFAULT_TREE, collect, plan_tree, run_hf, stream_bita
+from .kernels import KERNELS, KERNELS_HELP
 from .train import TrainConfig
 
 
@@ -20,6 +21,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
     parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
+
+
+def load_from(args: argparse.Namespace):
+    """The model named by ``add_model_arguments``' options."""
+    from .loading import load_model
+
+    return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,12 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_generate(args: argparse.Namespace) -> dict:
     from .decoding import describe_device
-    from .loading import encode_chat, load_model
+    from .loading import encode_chat
     from .shipped import resolve_adapter
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
     report = {"model": loaded.name, "device": describe_device(loaded.device), "prompt_tokens": len(prompt_ids)}
@@ -125,12 +134,11 @@ def run_make_data(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     from .data import make_data, read_samples
-    from .loading import load_model
 
     if args.questions < 1 or args.batch_size < 1 or args.max_new_tokens < 1 or not 0 <= args.heldout_fraction < 1:
         raise BitaError("--questions, --batch-size and --max-new-tokens must be positive; "
                         "--heldout-fraction in [0, 1)")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     path = make_data(loaded, Path(args.output), args.questions, args.max_new_tokens, args.batch_size,
                      args.heldout_fraction, seed=args.seed)
     samples = read_samples(path)
@@ -141,14 +149,13 @@ def run_make_data(args: argparse.Namespace) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> dict:
-    from .loading import load_model
     from .train import train
 
     config = TrainConfig(**{k: getattr(args, k) for k in vars(TrainConfig())})
     if min(config.steps, config.batch_size, config.anchors, config.mask_tokens, config.eval_every,
            config.checkpoint_every) < 1 or config.lr <= 0 or config.prompt_tokens < 0 or config.max_length < 8:
         raise BitaError("training settings must be positive (prompt tokens may be 0, max length at least 8)")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter = train(loaded.model, loaded.name, config)
     info = adapter.config.training
     shown = ("final_loss", "heldout_top1_per_depth", "hardware", "seconds")
@@ -162,13 +169,12 @@ def run_bench(args: argparse.Namespace) -> dict:
 
     from .bench import check_methods, run_bench as bench
     from .decoding import describe_device
-    from .loading import load_model
     from .shipped import resolve_adapter
     from .suites import load_prompts
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     plan = plan_tree(loaded, adapter, args.tree)
     print(f"tree: {plan.reason}", file=sys.stderr)
@@ -198,13 +204,12 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     from .calibration import calibrate, stored_ranks
     from .data import read_samples
     from .generation import resolve_tree
-    from .loading import load_model
     from .shipped import UNTRAINED, resolve_adapter
 
     if args.adapter == UNTRAINED or args.samples < 1:
         raise BitaError("calibrate needs a trained adapter and --samples of at least 1")
     heldout = read_samples(Path(args.data), split="heldout")[: args.samples]
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
     record = calibrate(adapter, loaded.model, heldout)
@@ -218,12 +223,11 @@ def run_calibrate(args: argparse.Namespace) -> dict:
 
 def run_pass_cost(args: argparse.Namespace) -> dict:
     from .costs import COST_TREES, measure_pass_costs
-    from .loading import load_model
     from .shipped import resolve_adapter
 
     if args.repeats < 1 or args.context < 1:
         raise BitaError("--repeats and --context must be at least 1")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     rows = measure_pass_costs(loaded, adapter, args.trees or COST_TREES, args.context, args.repeats)
     table = "\n".join(f"{r['tree']:<34} {r['rows']:>4} rows  {1000 * r['seconds']:8.1f} ms" for r in rows)
