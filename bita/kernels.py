@@ -1,4 +1,5 @@
-"""Fast linear kernels for passes of a few rows on CPU: weights prepacked once by oneDNN.
+"""Fast kernels for passes of a few rows on CPU: linears on weights prepacked once by oneDNN,
+and attention that reads grouped key/values without copying them.
 
 ``F.linear`` on a handful of rows re-packs the weight matrix on every call, so on a small
 CPU a pass of 4-20 rows cost 1.5-2x a pass of one. Packing every frozen ``nn.Linear``
@@ -9,11 +10,16 @@ the product nearly flat in rows. Measured on this 2-vCPU machine (ms per call, 1
 packed call has a fixed cost of ~20 us and loses on long inputs, so small weights keep the
 stock kernel for one row (BLAS's matrix-vector product) and past ``PACKED_MAX_ROWS``.
 
+Under a custom attention mask with more than one query row (every BiTA pass), transformers'
+SDPA attention copies each layer's key/values once per query head of a group (``repeat_kv``)
+before the kernel; SDPA's ``enable_gqa`` reads them in place instead, with identical results.
+
 ``apply_kernels`` swaps the ``forward`` of each plain ``nn.Linear`` instance (module types,
 parameters and state dicts stay untouched, so HF ``generate``, our AR loop and BiTA all run
-on it), and ``stock_kernels`` restores the stock forwards for a while on the same model.
-Gradients never go through the packed kernel: a call that needs autograd takes ``F.linear``
-on the original weight, so training computes exactly what it did on stock modules.
+on it) and selects the attention function registered here; ``stock_kernels`` restores both
+for a while on the same model. Gradients never go through the packed kernel: a call that
+needs autograd takes ``F.linear`` on the original weight, so training computes what it did
+on stock modules.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ from types import MethodType
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import sdpa_mask
 
 from .errors import BitaError
 
 KERNELS = ("auto", "stock")
 KERNELS_HELP = "auto: oneDNN-prepacked linears where they help (CPU float32); stock: transformers' own kernels"
-PACKED, STOCK = "packed", "stock"
+FAST, STOCK = "fast", "stock"
+STOCK_ATTENTION, SHARED_KV_ATTENTION = "sdpa", "bita_sdpa_shared_kv"
 # Weights at least this large (the LM head here) always take the packed kernel; smaller ones
 # take it for 2 .. PACKED_MAX_ROWS rows (from the measurements above).
 LARGE_WEIGHT = 1 << 22
@@ -50,6 +60,24 @@ def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, self.weight, self.bias)
 
 
+def _sdpa_shared_kv(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                    **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' SDPA attention, except that under a mask the query heads of a group read
+    their shared key/values inside the kernel. query [B, H, Q, D]; key, value [B, H_kv, K, D];
+    attention_mask [B, 1, Q, K]. Returns [B, Q, H, D]."""
+    if attention_mask is None or query.shape[1] == key.shape[1] or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                            scale=scaling, enable_gqa=True)
+    return output.transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(SHARED_KV_ATTENTION, _sdpa_shared_kv)
+AttentionMaskInterface.register(SHARED_KV_ATTENTION, sdpa_mask)
+
+
 def _packable(module: nn.Module) -> bool:
     """Plain ``nn.Linear`` (not a subclass such as a bitsandbytes layer) with a CPU float weight."""
     return type(module) is nn.Linear and module.weight.device.type == "cpu" and module.weight.dtype in (
@@ -66,11 +94,12 @@ def _pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def apply_kernels(model: nn.Module, kernels: str = "auto") -> str:
-    """Install the fast path on ``model`` where it helps; return what runs: "packed" or "stock".
+    """Install the fast path on ``model`` where it helps; return what runs: "fast" or "stock".
 
     ``auto`` packs every plain ``nn.Linear`` on CPU in float32 (or bfloat16 where oneDNN can)
-    and is a no-op on CUDA, for other dtypes and for quantised layers; ``stock`` changes nothing.
-    The weights must stay frozen afterwards: the packed copies are not updated.
+    and swaps SDPA attention for the shared-key/value one; it is a no-op on CUDA, for other
+    dtypes and for quantised layers. ``stock`` changes nothing. The weights must stay frozen
+    afterwards: the packed copies are not updated.
     """
     if kernels not in KERNELS:
         raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
@@ -83,12 +112,21 @@ def apply_kernels(model: nn.Module, kernels: str = "auto") -> str:
     for module in linears:
         module.bita_packed_weight = packed[id(module)]
         module.forward = MethodType(_packed_forward, module)
-    return PACKED
+    _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)
+    return FAST
+
+
+def _set_attention(model: nn.Module, current: str, wanted: str) -> None:
+    """Switch a transformers model's attention function from ``current`` to ``wanted``
+    (other implementations, such as eager, stay as they are)."""
+    config = getattr(model, "config", None)
+    if config is not None and config._attn_implementation == current:
+        model.set_attn_implementation(wanted)
 
 
 def kernels_of(model: nn.Module) -> str:
-    """"packed" when ``apply_kernels`` installed the fast path on ``model``, else "stock"."""
-    return PACKED if any("bita_packed_weight" in vars(m) for m in model.modules()) else STOCK
+    """"fast" when ``apply_kernels`` installed the fast path on ``model``, else "stock"."""
+    return FAST if any("bita_packed_weight" in vars(m) for m in model.modules()) else STOCK
 
 
 @contextmanager
@@ -96,8 +134,11 @@ def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
     """Run ``model`` on the stock kernels inside the block (HF ``generate`` as users run it today)."""
     swapped = [m for m in model.modules() if "forward" in vars(m) and "bita_packed_weight" in vars(m)]
     forwards = [vars(m).pop("forward") for m in swapped]
+    _set_attention(model, SHARED_KV_ATTENTION, STOCK_ATTENTION)
     try:
         yield model
     finally:
         for module, forward in zip(swapped, forwards):
             module.forward = forward
+        if swapped:
+            _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)

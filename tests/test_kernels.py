@@ -9,7 +9,9 @@ from torch import nn
 from bita.adapter import BitaAdapter
 from bita.autoregressive import ar_steps, hf_generate
 from bita.decoding import bita_steps
-from bita.kernels import PACKED, STOCK, apply_kernels, kernels_of, stock_kernels
+from bita.kernels import (FAST, SHARED_KV_ATTENTION, STOCK, STOCK_ATTENTION, apply_kernels, kernels_of,
+                          stock_kernels)
+from bita.masks import additive_mask
 from bita.objective import SarObjective, make_batch
 from bita.stopping import StopCondition
 from bita.tree import parse_tree_spec
@@ -18,19 +20,27 @@ from bita.tree import parse_tree_spec
 def packed_model(arch: str) -> nn.Module:
     """A fresh tiny model on the fast path (the session fixture ``tiny`` stays stock)."""
     model = tiny_model(arch)
-    assert apply_kernels(model, "auto") == PACKED
+    assert apply_kernels(model, "auto") == FAST
     return model
+
+
+def random_mask(rows: int, generator: torch.Generator) -> torch.Tensor:
+    """A custom additive 4-D mask [1, 1, rows, rows] like a tree pass's: causal, some keys hidden."""
+    allowed = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
+    return additive_mask(allowed, torch.float32, "cpu")
 
 
 @pytest.mark.parametrize("arch", sorted(TINY_CONFIGS))
 def test_fast_path_gives_stock_logits(arch):
     model = packed_model(arch)
-    for rows in (1, 2, 6, 20, 200):
-        input_ids = torch.randint(3, 500, (1, rows), generator=torch.Generator().manual_seed(rows))
+    generator = torch.Generator().manual_seed(0)
+    for rows, masked in ((1, False), (2, False), (6, True), (20, True), (20, False), (200, False)):
+        input_ids = torch.randint(3, 500, (1, rows), generator=generator)
+        mask = random_mask(rows, generator) if masked else None
         with torch.inference_mode():
-            fast = model(input_ids=input_ids).logits
+            fast = model(input_ids=input_ids, attention_mask=mask).logits
             with stock_kernels(model):
-                stock = model(input_ids=input_ids).logits
+                stock = model(input_ids=input_ids, attention_mask=mask).logits
         torch.testing.assert_close(fast, stock, atol=1e-4, rtol=1e-4)
         assert torch.equal(fast.argmax(-1), stock.argmax(-1))
 
@@ -70,11 +80,13 @@ def test_training_gradients_are_those_of_stock_kernels():
 def test_stock_kernels_restores_the_fast_path():
     model = packed_model("qwen2")
     linear = model.model.layers[0].mlp.up_proj
-    assert kernels_of(model) == PACKED and "forward" in vars(linear)
+    assert kernels_of(model) == FAST and "forward" in vars(linear)
+    assert model.config._attn_implementation == SHARED_KV_ATTENTION
     with stock_kernels(model):
-        assert kernels_of(model) == PACKED and "forward" not in vars(linear)
+        assert kernels_of(model) == FAST and "forward" not in vars(linear)
         assert linear.forward.__func__ is nn.Linear.forward
-    assert "forward" in vars(linear)
+        assert model.model.layers[0].self_attn.config._attn_implementation == STOCK_ATTENTION
+    assert "forward" in vars(linear) and model.config._attn_implementation == SHARED_KV_ATTENTION
     with pytest.raises(RuntimeError), stock_kernels(model):
         raise RuntimeError("an error inside the block")
     assert "forward" in vars(linear), "the fast path comes back even when the block fails"
@@ -94,13 +106,14 @@ class QuantisedLinear(nn.Linear):
 def test_auto_is_a_no_op_where_it_does_not_apply():
     stock = tiny_model("llama")
     assert apply_kernels(stock, "stock") == STOCK and kernels_of(stock) == STOCK
+    assert stock.config._attn_implementation == STOCK_ATTENTION
     half = tiny_model("llama").half()
     assert apply_kernels(half, "auto") == STOCK and kernels_of(half) == STOCK
     with torch.device("meta"):  # weights off the CPU, as on a GPU: nothing to pack
         off_cpu = nn.Sequential(nn.Linear(8, 8))
     assert apply_kernels(off_cpu, "auto") == STOCK and "forward" not in vars(off_cpu[0])
     quantised = nn.Sequential(QuantisedLinear(8, 8), nn.Linear(8, 8))
-    assert apply_kernels(quantised, "auto") == PACKED
+    assert apply_kernels(quantised, "auto") == FAST
     assert "forward" not in vars(quantised[0]) and "forward" in vars(quantised[1])
     with pytest.raises(Exception, match="unknown kernels"):
         apply_kernels(tiny_model("llama"), "fast")
