@@ -3,9 +3,11 @@
     git worktree add /tmp/before <commit>              # the code before a change
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --before /tmp/before --rounds 25
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs fast kernels
+    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
 
 Both sides run on one loaded model (its linears packed by ``bita.kernels``; a side with stock
-kernels runs inside ``stock_kernels``), the shipped adapter and a 300-token random context.
+kernels runs inside ``stock_kernels``, a side with ``sdpa`` keeps the packed linears but
+transformers' own SDPA attention), the shipped adapter and a 300-token random context.
 Each round times one AR pass and one pass of every tree for each side, in an order that
 alternates from round to round, so machine drift hits both alike; the first round is a warm-up.
 Prints a Markdown table: median ms per pass, the spread (25th-75th percentile), the change,
@@ -20,7 +22,7 @@ import sys
 
 import torch
 
-from bita.kernels import stock_kernels
+from bita.kernels import SHARED_KV_ATTENTION, STOCK_ATTENTION, stock_kernels
 from bita.loading import load_model
 from bita.shipped import resolve_adapter
 from bita.stopping import StopCondition
@@ -41,6 +43,15 @@ def code_at(directory: str | None):
     return package
 
 
+@contextlib.contextmanager
+def stock_attention(model):
+    model.set_attn_implementation(STOCK_ATTENTION)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(SHARED_KV_ATTENTION)
+
+
 class Side:
     """One version of the code with one kernel choice: its AR stream and tree states."""
 
@@ -59,7 +70,9 @@ class Side:
             next(self.ar)
 
     def running(self):
-        return stock_kernels(self.model) if self.kernels == "stock" else contextlib.nullcontext()
+        if self.kernels == "stock":
+            return stock_kernels(self.model)
+        return stock_attention(self.model) if self.kernels == "sdpa" else contextlib.nullcontext()
 
     def ar_pass(self) -> float:
         with self.running():
@@ -80,8 +93,8 @@ class Side:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="checkout of the code before the change (default: this code)")
-    parser.add_argument("--kernels-before", choices=("auto", "stock"), default="auto")
-    parser.add_argument("--kernels-after", choices=("auto", "stock"), default="auto")
+    parser.add_argument("--kernels-before", choices=("auto", "stock", "sdpa"), default="auto")
+    parser.add_argument("--kernels-after", choices=("auto", "stock", "sdpa"), default="auto")
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--trees", nargs="*", default=["chain:1", "efficient:3/chain-groups", "chain:3",
                                                        "efficient:3,2,2/chain-groups"])

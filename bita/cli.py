@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--" + option.replace("_", "-"), type=type(value), default=value)
     train.set_defaults(run=run_train)
 
-    bench = commands.add_parser("bench", help="HF generate vs our AR loop vs BiTA on a prompt suite")
+    bench = commands.add_parser("bench", help="BiTA vs HF generate, our AR loop and HF prompt lookup on a prompt suite")
     add_model_arguments(bench)
     bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval or all")
     bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
     bench.add_argument("--tree", default=DEFAULT_TREE, help="auto, or a tree spec, e.g. efficient:3,2,2 or chain:3")
-    bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
+    bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
+                       "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
@@ -179,7 +180,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     plan = plan_tree(loaded, adapter, args.tree)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "adapter": adapter_name, "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
+             "kernels": loaded.kernels, "adapter": adapter_name, "tree": plan.spec, "tree_reason": plan.reason,
+             "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup)
     data, markdown = report.to_json(), report.to_markdown()
     for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):

@@ -4,11 +4,13 @@ and attention that reads grouped key/values without copying them.
 ``F.linear`` on a handful of rows re-packs the weight matrix on every call, so on a small
 CPU a pass of 4-20 rows cost 1.5-2x a pass of one. Packing every frozen ``nn.Linear``
 weight once into oneDNN's blocked layout (the kernel inductor's weight freezing uses) makes
-the product nearly flat in rows. Measured on this 2-vCPU machine (ms per call, 1 / 6 / 20 /
-1024 rows, stock vs packed): a 1536x576 weight 0.10 / 0.28 / 0.55 / 10.6 vs 0.12 / 0.12 /
-0.38 / 12.2; the 49152x576 LM head 9.4 / 25.3 / 26.6 / 476 vs 5.0 / 8.0 / 12.2 / 423. A
-packed call has a fixed cost of ~20 us and loses on long inputs, so small weights keep the
-stock kernel for one row (BLAS's matrix-vector product) and past ``PACKED_MAX_ROWS``.
+the product nearly flat in rows. Measured on this 2-vCPU machine, one call on a weight hot
+in cache (ms, 1 / 6 / 20 / 1024 rows, stock vs packed): a 1536x576 weight 0.10 / 0.28 / 0.55
+/ 10.6 vs 0.12 / 0.12 / 0.38 / 12.2; the 49152x576 LM head 9.4 / 25.3 / 26.6 / 476 vs 5.0 /
+8.0 / 12.2 / 423. In a real pass the weights come cold from memory and the packed kernel
+wins at one row too (a whole AR pass 9 % faster than with BLAS's matrix-vector product for
+the small weights); past ``PACKED_MAX_ROWS`` rows (long prompts, training batches) the stock
+kernel is as fast or faster for all but the LM head.
 
 Under a custom attention mask with more than one query row (every BiTA pass), transformers'
 SDPA attention copies each layer's key/values once per query head of a group (``repeat_kv``)
@@ -42,7 +44,7 @@ KERNELS_HELP = "auto: oneDNN-prepacked linears where they help (CPU float32); st
 FAST, STOCK = "fast", "stock"
 STOCK_ATTENTION, SHARED_KV_ATTENTION = "sdpa", "bita_sdpa_shared_kv"
 # Weights at least this large (the LM head here) always take the packed kernel; smaller ones
-# take it for 2 .. PACKED_MAX_ROWS rows (from the measurements above).
+# up to PACKED_MAX_ROWS rows (from the measurements above).
 LARGE_WEIGHT = 1 << 22
 PACKED_MAX_ROWS = 128
 
@@ -54,7 +56,7 @@ def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     original weight for autograd and for a non-CPU input."""
     rows = x.numel() // x.shape[-1]
     packed = (x.device.type == "cpu" and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
-              and (self.weight.numel() >= LARGE_WEIGHT or 1 < rows <= PACKED_MAX_ROWS))
+              and (rows <= PACKED_MAX_ROWS or self.weight.numel() >= LARGE_WEIGHT))
     if packed:
         return _linear_pointwise(x, self.bita_packed_weight, self.bias, "none", [], "")
     return F.linear(x, self.weight, self.bias)

@@ -29,7 +29,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
-    kernels: str = "stock"  # what runs: "packed" (oneDNN-prepacked linears, see kernels.py) or "stock"
+    kernels: str = "stock"  # what runs: "fast" (prepacked linears, shared-key/value attention: kernels.py) or "stock"
 
     @property
     def context_limit(self) -> int:
