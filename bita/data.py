@@ -20,6 +20,7 @@ import importlib.util
 import json
 import random
 import re
+import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -209,15 +210,15 @@ def unpack_samples(directory: Path) -> list[dict]:
         tables = json.loads((directory / MANIFEST_FILE).read_text())["codes"]
         with np.load(directory / SAMPLES_FILE) as arrays:
             data = {name: arrays[name] for name in arrays.files}
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         raise BitaError(f"corrupted packed data in {str(directory)!r}: {error}") from None
     samples = []
     for i, key in enumerate(data["keys"].tolist()):
         sequence = data["tokens"][data["offsets"][i]:data["offsets"][i + 1]].tolist()
         cut = int(data["prompt_lengths"][i])
-        sample = {"key": key, **{name: values[int(data[name][i])] for name, values in tables.items()},
-                  "prompt_ids": sequence[:cut]}
-        if sample["finish"]:
+        codes = {name: values[int(data[name][i])] for name, values in tables.items()}
+        sample = {"key": key, **{name: value for name, value in codes.items() if value}, "prompt_ids": sequence[:cut]}
+        if codes["finish"]:  # an answered sample
             sample["answer_ids"] = sequence[cut:]
         samples.append(sample)
     return samples
