@@ -63,6 +63,15 @@ def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, dev
     return (hits / counted.clamp(min=1)).tolist() if heldout else []
 
 
+def split_samples(config: TrainConfig) -> tuple[list[dict], list[dict]]:
+    """The usable samples of ``config.data``: the training set (first ``train_samples``, 0 = all)
+    and the held-out set (first ``eval_samples``)."""
+    samples = read_samples(Path(config.data))
+    usable = [s for s in samples if len(s["answer_ids"]) >= 2 and len(s["prompt_ids"]) < config.max_length - 2]
+    train_set = [s for s in usable if s["split"] == "train"][: config.train_samples or None]
+    return train_set, [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
+
+
 def _save_checkpoint(accelerator, run_dir: Path, step: int, seconds: float) -> None:
     """Write the accelerate state next to the old checkpoint, then swap it in. ``seconds``:
     training time so far, summed over resumed runs."""
@@ -85,10 +94,7 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
     model.to(device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # only the adapter's training precision; decoding is untouched
-    samples = read_samples(Path(config.data))
-    usable = [s for s in samples if len(s["answer_ids"]) >= 2 and len(s["prompt_ids"]) < config.max_length - 2]
-    train_set = [s for s in usable if s["split"] == "train"][: config.train_samples or None]
-    heldout = [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
+    train_set, heldout = split_samples(config)
     if not train_set:
         raise BitaError(f"{config.data!r} holds no usable training samples")
     adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name,
