@@ -23,6 +23,7 @@ import gradio as gr
 from bita.decoding import describe_device
 from bita.errors import BitaError
 from bita.generation import DEFAULT_DRAFTS, DRAFTS, MAX_NEW_TOKENS_LIMIT, TreePlan, plan_tree, stream_ar, stream_bita
+from bita.kernels import KERNELS, KERNELS_HELP
 from bita.loading import encode_chat, load_model
 from bita.model_thread import ModelThread
 from bita.race import Lane, race, speedup
@@ -52,9 +53,9 @@ class Engine:
     """The one loaded model every session shares, with adapters and tree plans cached by name.
     Everything that runs the model goes through ``self.thread`` (see bita/model_thread.py)."""
 
-    def __init__(self, model: str, device: str):
+    def __init__(self, model: str, device: str, kernels: str = "auto"):
         self.thread = ModelThread()
-        self.loaded = self.thread.call(load_model, model, device)
+        self.loaded = self.thread.call(load_model, model, device, kernels=kernels)
         self.device = describe_device(self.loaded.device)
         self.adapter_names = list(shipped_adapters()) + [UNTRAINED]
         self.default_adapter = default_adapter_name(self.loaded)
@@ -282,6 +283,7 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a hub id "
                                                            "or a path")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
     parser.add_argument("--host", help="address to bind (default: 127.0.0.1, or $GRADIO_SERVER_NAME)")
     parser.add_argument("--port", type=int, help="port (default: 7860, or $GRADIO_SERVER_PORT)")
     parser.add_argument("--concurrency", type=int, default=1, help="model requests served at once")
@@ -290,7 +292,7 @@ def main() -> None:
                         help="the drafts selected when a page opens")
     args = parser.parse_args()
     install_default_model_package()
-    engine = Engine(args.model, args.device)
+    engine = Engine(args.model, args.device, args.kernels)
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
     print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)
     build_app(engine, max(1, args.concurrency), args.tree, args.drafts).launch(server_name=args.host,

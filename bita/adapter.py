@@ -2,6 +2,9 @@
 
 Prompts are *deep* (free key/values in every layer, the paper's choice) or *shallow*
 (input embeddings whose key/values the frozen model computes; kept for the ablation).
+Deep prompts may be *reparameterised* while training (prefix-tuning's MLP: per prompt token a
+free vector, mapped by a two-layer MLP to every layer's key/value); ``folded`` turns such an
+adapter into plain key/values, so inference never sees the MLP.
 
 Saved as a directory holding ``adapter.safetensors`` and ``adapter_config.json``; the
 config records the identity of the base model so that a mismatched adapter is refused.
@@ -9,6 +12,7 @@ config records the identity of the base model so that a mismatched adapter is re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -57,6 +61,7 @@ class AdapterConfig:
     base: BaseIdentity
     init_std: float = 0.02
     prompt_style: str = "deep"  # one of PROMPT_STYLES
+    prompt_reparam: int = 0  # hidden width of the training-time prompt MLP (deep only); 0 = free key/values
     training: dict = field(default_factory=dict)
     acceptance: dict = field(default_factory=dict)  # draft-rank statistics, see calibration.py
 
@@ -110,6 +115,7 @@ class BitaAdapter(nn.Module):
     """Learnable parameters of BiTA (the base model stays frozen).
 
     Deep:    prompt_keys[l], prompt_values[l]: [kv_heads_l, P, head_dim_l], raw cache entries.
+    Reparameterised deep: prompt_seeds [P, hidden] -> prompt_mlp -> [P, sum_l 2 * kv_heads_l * head_dim_l].
     Shallow: prompt_embeddings: [P, hidden], run through the frozen model at positions 0..P-1.
     mask_embeddings: [n, hidden], input embeddings of the n mask tokens.
     P = 0 gives mask tokens only.
@@ -120,11 +126,16 @@ class BitaAdapter(nn.Module):
         self.config = config
         std, p = config.init_std, config.prompt_tokens
         deep = config.prompt_style == "deep" and p > 0
-        shapes = config.base.kv_shapes if deep else []
+        shapes = config.base.kv_shapes if deep and not config.prompt_reparam else []
 
         def param(*shape: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(*shape) * std)
 
+        if deep and config.prompt_reparam:
+            width, hidden = config.prompt_reparam, config.base.hidden_size
+            self.prompt_seeds = param(p, hidden)
+            self.prompt_mlp = nn.Sequential(nn.Linear(hidden, width), nn.Tanh(),
+                                            nn.Linear(width, sum(2 * h * d for h, d in config.base.kv_shapes)))
         self.prompt_keys = nn.ParameterList([param(h, p, d) for h, d in shapes])
         self.prompt_values = nn.ParameterList([param(h, p, d) for h, d in shapes])
         if config.prompt_style == "shallow" and p > 0:
@@ -133,13 +144,17 @@ class BitaAdapter(nn.Module):
 
     @classmethod
     def create(cls, model: nn.Module, prompt_tokens: int = 16, mask_tokens: int = 3,
-               seed: int = 0, name: str | None = None, prompt_style: str = "deep") -> BitaAdapter:
+               seed: int = 0, name: str | None = None, prompt_style: str = "deep",
+               prompt_reparam: int = 0) -> BitaAdapter:
         """A freshly initialised adapter for ``model`` (N(0, 0.02), seeded)."""
-        if prompt_tokens < 0 or mask_tokens < 1:
-            raise BitaError("an adapter needs prompt_tokens >= 0 and mask_tokens >= 1")
+        if prompt_tokens < 0 or mask_tokens < 1 or prompt_reparam < 0:
+            raise BitaError("an adapter needs prompt_tokens >= 0, mask_tokens >= 1 and prompt_reparam >= 0")
         if prompt_style not in PROMPT_STYLES:
             raise BitaError(f"prompt_style must be one of {PROMPT_STYLES}, not {prompt_style!r}")
-        config = AdapterConfig(prompt_tokens, mask_tokens, base_identity(model, name), prompt_style=prompt_style)
+        if prompt_reparam and prompt_style != "deep":
+            raise BitaError("only deep prompts can be reparameterised")
+        config = AdapterConfig(prompt_tokens, mask_tokens, base_identity(model, name), prompt_style=prompt_style,
+                               prompt_reparam=prompt_reparam)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             adapter = cls(config)
@@ -158,10 +173,36 @@ class BitaAdapter(nn.Module):
         if not self.n_prompt:
             return []
         if self.config.prompt_style == "deep":
-            return [(k.to(dtype)[None], v.to(dtype)[None]) for k, v in zip(self.prompt_keys, self.prompt_values)]
+            return [(k.to(dtype)[None], v.to(dtype)[None]) for k, v in zip(*self.deep_prompts())]
         cache = DynamicCache()
         model.base_model(inputs_embeds=self.prompt_embeddings.to(dtype)[None], past_key_values=cache, use_cache=True)
         return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def deep_prompts(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer, deep prompt keys and values [kv_heads_l, P, head_dim_l] (through the MLP
+        when reparameterised)."""
+        if not self.config.prompt_reparam:
+            return list(self.prompt_keys), list(self.prompt_values)
+        flat = self.prompt_mlp(self.prompt_seeds)  # [P, sum_l 2 * kv_heads_l * head_dim_l]
+        keys, values, start = [], [], 0
+        for heads, dim in self.config.base.kv_shapes:
+            for out in (keys, values):
+                out.append(flat[:, start:start + heads * dim].view(-1, heads, dim).transpose(0, 1))
+                start += heads * dim
+        return keys, values
+
+    def folded(self) -> BitaAdapter:
+        """The same adapter with a reparameterised prompt replaced by its plain key/values."""
+        if not self.config.prompt_reparam:
+            return self
+        with torch.no_grad():
+            keys, values = self.deep_prompts()
+        plain = type(self)(dataclasses.replace(self.config, prompt_reparam=0))
+        plain.mask_embeddings.data.copy_(self.mask_embeddings.detach())
+        for target, source in ((plain.prompt_keys, keys), (plain.prompt_values, values)):
+            for parameter, value in zip(target, source):
+                parameter.data.copy_(value)
+        return plain.to(self.mask_embeddings.device)
 
     def prompt_cache(self, model: nn.Module, batch: int, dtype: torch.dtype,
                      context: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DynamicCache:

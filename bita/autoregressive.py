@@ -44,9 +44,13 @@ def greedy_config(max_new_tokens: int, eos_token_ids: list[int]) -> GenerationCo
 
 
 @torch.inference_mode()
-def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int]) -> list[int]:
-    """The reference: transformers' greedy ``generate`` with its KV cache. Returns new tokens."""
+def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int],
+                prompt_lookup_tokens: int | None = None) -> list[int]:
+    """The reference: transformers' greedy ``generate`` with its KV cache. Returns new tokens.
+    ``prompt_lookup_tokens``: HF prompt lookup decoding, proposing that many tokens a pass
+    (copied from where the last n-gram, up to 2 tokens, occurred before in prompt and output)."""
     input_ids = torch.tensor([prompt_ids], device=device_of(model))
-    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                            generation_config=greedy_config(max_new_tokens, eos_token_ids))
+    config = greedy_config(max_new_tokens, eos_token_ids)
+    config.prompt_lookup_num_tokens = prompt_lookup_tokens
+    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
     return output[0, len(prompt_ids):].tolist()

@@ -30,7 +30,7 @@ MAX_TOPK = 6
 REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:3,2,2/chain-groups",
                    "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
 COSTS_FILE = "pass-costs.json"
-TABLE_VERSION = "v2"  # v2: groups as deep as the tree, interleaved timing; older tables are not reused
+TABLE_VERSION = "v3"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels
 
 
 @dataclass
@@ -51,9 +51,9 @@ class CostTable:
 
 
 def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
-    """Pass costs depend on the model, the device, the dtype and the adapter's P and n."""
+    """Pass costs depend on the model, the device, the dtype, the kernels and the adapter's P and n."""
     return "|".join([adapter.config.base.fingerprint, describe_device(loaded.device), str(loaded.model.dtype),
-                     f"P{adapter.n_prompt}", f"n{adapter.n_masks}", TABLE_VERSION])
+                     loaded.kernels, f"P{adapter.n_prompt}", f"n{adapter.n_masks}", TABLE_VERSION])
 
 
 def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,

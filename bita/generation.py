@@ -28,7 +28,7 @@ MAX_NEW_TOKENS_LIMIT = 8192
 class RunResult:
     """One finished generation. ``steps`` is empty for HF generate (it exposes no passes)."""
 
-    method: str  # "bita" | "ar" | "hf"
+    method: str  # "bita" | "ar" | "hf" | "pld"
     tokens: list[int]
     text: str
     seconds: float
@@ -169,10 +169,12 @@ def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> Ru
 
 
 def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
-           stop_strings: tuple[str, ...] = ()) -> RunResult:
-    """HF ``generate`` (the reference baseline), cut at stop strings like the other loops."""
+           stop_strings: tuple[str, ...] = (), prompt_lookup_tokens: int | None = None) -> RunResult:
+    """HF ``generate`` (the reference baseline; with ``prompt_lookup_tokens``, HF prompt lookup
+    decoding, method "pld"), cut at stop strings like the other loops."""
     validate_request(loaded, prompt_ids, max_new_tokens)
-    generated, seconds = timed(device_of(loaded.model),
-                               lambda: hf_generate(loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids))
+    generated, seconds = timed(device_of(loaded.model), lambda: hf_generate(
+        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens))
     tokens, finish = make_stop(loaded, max_new_tokens, stop_strings).take(generated)
-    return RunResult("hf", tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)
+    return RunResult("pld" if prompt_lookup_tokens else "hf", tokens,
+                     loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

@@ -15,6 +15,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from .errors import BitaError
+from .kernels import apply_kernels
 
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
@@ -28,6 +29,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
+    kernels: str = "stock"  # what runs: "fast" (prepacked linears, shared-key/value attention: kernels.py) or "stock"
 
     @property
     def context_limit(self) -> int:
@@ -110,8 +112,9 @@ def quantization_config(bits: int | None, device: torch.device):
 
 
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
-               quantize_bits: int | None = None) -> LoadedModel:
-    """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path."""
+               quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
+    """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path.
+    ``kernels``: "auto" (fast linears where they help: CPU) or "stock" (see kernels.py)."""
     target = pick_device(device)
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
@@ -130,7 +133,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
-    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target)
+    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target,
+                       apply_kernels(model, kernels))
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], system: str | None = None) -> list[int]:

@@ -35,6 +35,7 @@ class TrainConfig:
     output: str = "runs/adapter"
     prompt_tokens: int = 16
     prompt_style: str = "deep"  # "deep" (per-layer key/values) or "shallow" (input embeddings)
+    prompt_reparam: int = 0  # hidden width of prefix-tuning's prompt MLP while training (folded after); 0 = off
     mask_tokens: int = 3
     steps: int = 400
     batch_size: int = 4
@@ -44,7 +45,9 @@ class TrainConfig:
     max_length: int = 384
     eval_every: int = 100
     eval_samples: int = 48
+    train_samples: int = 0  # use only the first N training samples (for data-size curves); 0 = all
     checkpoint_every: int = 25
+    max_seconds: float = 0.0  # stop this run (checkpointed, adapter saved) after this much training time; 0 = none
     seed: int = 0
 
 
@@ -58,6 +61,15 @@ def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, dev
             _, h, c = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
             hits, counted = hits + h, counted + c
     return (hits / counted.clamp(min=1)).tolist() if heldout else []
+
+
+def split_samples(config: TrainConfig) -> tuple[list[dict], list[dict]]:
+    """The usable samples of ``config.data``: the training set (first ``train_samples``, 0 = all)
+    and the held-out set (first ``eval_samples``)."""
+    samples = read_samples(Path(config.data))
+    usable = [s for s in samples if len(s["answer_ids"]) >= 2 and len(s["prompt_ids"]) < config.max_length - 2]
+    train_set = [s for s in usable if s["split"] == "train"][: config.train_samples or None]
+    return train_set, [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
 
 
 def _save_checkpoint(accelerator, run_dir: Path, step: int, seconds: float) -> None:
@@ -80,14 +92,13 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
     accelerator = Accelerator(cpu=device_of(model).type == "cpu")
     device = accelerator.device
     model.to(device)
-    samples = read_samples(Path(config.data))
-    usable = [s for s in samples if len(s["answer_ids"]) >= 2 and len(s["prompt_ids"]) < config.max_length - 2]
-    train_set = [s for s in usable if s["split"] == "train"]
-    heldout = [s for s in usable if s["split"] == "heldout"][: config.eval_samples]
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # only the adapter's training precision; decoding is untouched
+    train_set, heldout = split_samples(config)
     if not train_set:
         raise BitaError(f"{config.data!r} holds no usable training samples")
     adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name,
-                                 config.prompt_style)
+                                 config.prompt_style, config.prompt_reparam)
     objective = SarObjective(adapter, model)
     optimizer = torch.optim.AdamW(adapter.parameters(), lr=config.lr, weight_decay=0.0)
     scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup, config.steps)
@@ -106,7 +117,7 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
     started = time.perf_counter()
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="bi-directional tuning",
                disable=not accelerator.is_local_main_process)
-    accuracy, loss_value = [], float("nan")
+    accuracy, loss_value, done = [], float("nan"), start
     for step in bar:
         rng = random.Random(f"{config.seed}:{step}:{accelerator.process_index}")  # stateless: resumes exactly
         batch = make_batch(rng.sample(train_set, min(config.batch_size, len(train_set))), config.anchors,
@@ -119,19 +130,26 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
         loss_value = accelerator.gather(loss.detach()[None]).mean().item()
         record = {"step": step + 1, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
                   "train_top1": (hits / counted.clamp(min=1)).tolist()}
-        if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
+        out_of_time = bool(config.max_seconds) and bool(accelerator.reduce(  # every process stops at the same step
+            torch.tensor(float(time.perf_counter() - started > config.max_seconds), device=device), "max"))
+        done = step + 1
+        if done % config.eval_every == 0 or done == config.steps or out_of_time:
             accuracy = evaluate(objective, heldout, config, device)
             record["heldout_top1"] = accuracy
         bar.set_postfix(loss=f"{loss_value:.3f}", top1=",".join(f"{a:.2f}" for a in record["train_top1"]))
         if log:
             log.write(json.dumps(record) + "\n")
             log.flush()
-        if (step + 1) % config.checkpoint_every == 0:
+        if done % config.checkpoint_every == 0 or out_of_time:
             _save_checkpoint(accelerator, run_dir, step + 1, seconds_before + time.perf_counter() - started)
-    trained = accelerator.unwrap_model(objective).adapter
+        if out_of_time:
+            accelerator.print(f"stopping at step {step + 1} of {config.steps} (--max-seconds); rerun to resume")
+            break
+    trained = accelerator.unwrap_model(objective).adapter.folded()
     trained.config.training = {
         **asdict(config), "train_samples": len(train_set), "heldout_samples": len(heldout),
-        "final_loss": loss_value, "heldout_top1_per_depth": accuracy, "processes": accelerator.num_processes,
+        "final_loss": loss_value, "heldout_top1_per_depth": accuracy, "steps_done": done,
+        "processes": accelerator.num_processes,
         "train_answer_tokens": sum(len(s["answer_ids"]) for s in train_set),
         "hardware": describe_device(device), "seconds": round(seconds_before + time.perf_counter() - started, 1),
     }

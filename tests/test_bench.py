@@ -46,16 +46,38 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
-    assert summary["identical"] == summary["total"] == 2
-    assert summary["drafts"] == "both" and summary["tree"] == "efficient:2,2,1+ngram:4"
-    assert summary["mean_accepted"] >= 1 and summary["speedup"] > 0 and summary["ar_tokens_per_s"] > 0
+    assert report["setup"]["kernels"] == "fast" and report["setup"]["methods"] == ["hf", "ar", "pld", "bita"]
+    assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1+ngram:4"
+    assert summary["drafts"] == "both"
+    assert summary["reference"] == "our AR loop" and summary["baseline"] == "HF generate"
+    assert summary["mean_accepted"] >= 1 and set(summary["speedup_vs"]) == {"hf", "ar", "pld"}
+    assert summary["speedup"] == summary["speedup_vs"]["hf"] > 0
+    assert all(0 < low <= high for low, high in summary["speedup_spread"].values())
+    assert all(rate > 0 for rate in summary["tokens_per_s"].values())
     assert set(report["categories"]) == {"chat", "prompts"}
     first = report["prompts"][0]
-    assert first["id"] == "a" and set(first["seconds"]) == {"hf", "ar", "bita"}
-    assert first["tokens"]["hf"] == first["tokens"]["ar"] == first["new_tokens"]
-    assert "| **all** | 2 |" in table_path.read_text()
+    assert first["id"] == "a" and set(first["seconds"]) == {"hf", "ar", "pld", "bita"}
+    assert first["tokens"]["hf"] == first["tokens"]["ar"] == first["tokens"]["pld"] == first["new_tokens"]
+    table = table_path.read_text()
+    assert "| **all** | 2 |" in table and all(f"vs {name}" in table for name in ("HF generate", "our AR loop",
+                                                                                  "HF prompt lookup"))
+    assert "Prompts whose tokens equal BiTA's: HF generate 2/2, our AR loop 2/2, HF prompt lookup 2/2." in table
     figures = page.read_text()
     assert all(title in figures for title in ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass"))
+
+
+def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):
+    """HF generate and prompt lookup time what users run today, on the same loaded model."""
+    import bita.bench
+    from bita.generation import TreePlan
+
+    seen = []
+    monkeypatch.setattr(bita.bench, "run_hf", lambda loaded, *args, **kwargs: seen.append(
+        ("forward" in vars(loaded.model.lm_head), kwargs["prompt_lookup_tokens"])))
+    for method in ("hf", "pld"):
+        bita.bench.run_method(method, default_model, None, TreePlan(None, "plain AR"), [1, 2], 4)
+    assert seen == [(False, None), (False, bita.bench.PLD_TOKENS)]
+    assert "forward" in vars(default_model.model.lm_head), "the fast path is back afterwards"
 
 
 def test_bench_refuses_a_run_without_baseline(capsys):

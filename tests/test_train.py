@@ -16,7 +16,8 @@ from bita.acceptance import forecast
 from bita.adapter import BitaAdapter
 from bita.autoregressive import hf_generate
 from bita.calibration import stored_ranks
-from bita.objective import make_batch
+from bita.data import read_samples
+from bita.objective import SarObjective, make_batch
 from bita.train import TrainConfig, train
 from bita.tree import parse_tree_spec
 
@@ -105,3 +106,29 @@ def test_two_cpu_processes_train_together(tmp_path, default_model):
     assert training["processes"] == 2 and training["steps"] == 6
     log = (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()
     assert len(log) == 6, "only the main process writes the log"
+
+
+def test_a_reparameterised_prompt_trains_and_folds_into_the_same_plain_adapter(tmp_path):
+    model = tiny_model("mistral")
+    write_self_generated(model, tmp_path / "data.jsonl", learnable=True)
+    adapter = train(model, "tiny", config_for(tmp_path, steps=6, prompt_reparam=32, eval_every=6))
+    assert adapter.config.prompt_reparam == 0 and not hasattr(adapter, "prompt_mlp"), "inference sees plain key/values"
+    saved = BitaAdapter.load(tmp_path / "adapter", model)
+    assert saved.config.training["prompt_reparam"] == 32
+    reparam = BitaAdapter.create(model, prompt_tokens=4, prompt_reparam=32, seed=3)
+    batch = make_batch(read_samples(tmp_path / "data.jsonl", "train")[:2], 8, 64, None, every_anchor=True)
+    losses = [SarObjective(a, model)(batch.input_ids, batch.lengths, batch.anchors)[0] for a in (reparam,
+                                                                                               reparam.folded())]
+    torch.testing.assert_close(losses[0], losses[1])
+
+
+def test_a_run_out_of_time_saves_a_usable_adapter_and_resumes(tmp_path):
+    model = tiny_model("llama")
+    write_self_generated(model, tmp_path / "data.jsonl", learnable=True)
+    stopped = train(model, "tiny", config_for(tmp_path, steps=12, max_seconds=1e-9))
+    assert stopped.config.training["steps_done"] == 1 and len(stopped.config.training["heldout_top1_per_depth"]) == 3
+    assert BitaAdapter.load(tmp_path / "adapter", model).config.acceptance["samples"] == 4
+    finished = train(model, "tiny", config_for(tmp_path, steps=12))
+    assert finished.config.training["steps_done"] == 12
+    log = [json.loads(line) for line in (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 13)), "the second run went on from the first's checkpoint"
