@@ -5,10 +5,10 @@ import pytest
 from bita.acceptance import draft_ranks, walk
 from bita.autoregressive import hf_generate
 from bita.errors import BitaError
-from bita.generation import DEFAULT_TREE, collect, plan_tree, run_hf, stream_ar, stream_bita
+from bita.generation import BOTH, DEFAULT_TREE, MASKS, collect, plan_tree, run_hf, stream_ar, stream_bita
 from bita.loading import encode_chat
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
-from bita.tree import parse_tree_spec
+from bita.tree import EMPTY_TREE, parse_tree_spec
 
 PROMPTS = [
     "Write a Python function that reverses a string.",
@@ -83,10 +83,14 @@ def test_auto_picks_a_tree_or_plain_ar_and_stays_lossless(default_model, adapter
     assert {r.kind for r in run.steps[1:]} <= ({"ar"} if plan.tree is None else {"tree"})
 
 
-def test_auto_without_acceptance_statistics_decodes_plain_ar(default_model):
+def test_auto_without_acceptance_statistics_drafts_no_masks(default_model):
+    """No statistics, no forecast: masks alone decode plain AR, both keeps only the n-gram chain."""
     untrained, _ = resolve_adapter(default_model, UNTRAINED)
-    plan = plan_tree(default_model, untrained, "auto")
-    assert plan.tree is None and "acceptance statistics" in plan.reason
+    masks_only = plan_tree(default_model, untrained, "auto", MASKS)
+    assert masks_only.tree is None and masks_only.ngram_tokens == 0
+    assert "acceptance statistics" in masks_only.reason
+    both = plan_tree(default_model, untrained, "auto", BOTH)
+    assert both.tree == EMPTY_TREE and both.ngram_tokens > 0 and "acceptance statistics" in both.reason
 
 
 def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):

@@ -1,0 +1,68 @@
+"""tau (new tokens per forward pass) of several draft configurations on the same prompts, per
+category: BiTA passes only, untimed, so it may share the CPU with other work. Resumable: a
+configuration already in the output file is skipped.
+
+    PYTHONPATH=. python benchmarks/acceptance.py --suite mt-bench --output tau.jsonl \\
+        "efficient:5,4,3|masks" "efficient:5,4,3|ngram" "efficient:5,4,3|both" "efficient:5,4,3|both|last"
+
+A configuration is ``TREE|DRAFTS[|NGRAM_GROUPS]``: a tree spec (or auto), masks|ngram|both,
+and where the n-gram chain's own nodes carry mask groups (none|last|all; bita/trie.py).
+"""
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bita.decoding import bita_steps
+from bita.generation import make_stop, plan_tree
+from bita.loading import encode_chat, load_model
+from bita.shipped import resolve_adapter
+from bita.suites import load_prompts
+from bita.trie import GROUPS_NONE
+
+
+def measure(loaded, adapter, prompts, config: str, max_new_tokens: int) -> dict:
+    tree, drafts, groups = (config.split("|") + [GROUPS_NONE])[:3]
+    plan = plan_tree(loaded, adapter, tree, drafts)
+    tokens, passes = Counter(), Counter()
+    started = time.perf_counter()
+    for prompt in tqdm(prompts, desc=config):
+        ids = encode_chat(loaded.tokenizer, list(prompt.messages))
+        for record in bita_steps(loaded.model, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
+                                 ngram_tokens=plan.ngram_tokens, ngram_groups=groups):
+            tokens[prompt.category] += len(record.emitted)
+            passes[prompt.category] += 1
+    return {"config": config, "plan": plan.spec, "prompts": len(prompts), "new_tokens": sum(tokens.values()),
+            "forward_passes": sum(passes.values()), "tau": round(sum(tokens.values()) / sum(passes.values()), 3),
+            "seconds": round(time.perf_counter() - started),
+            "per_category": {c: round(tokens[c] / passes[c], 3) for c in tokens}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configs", nargs="+", help="TREE|DRAFTS[|NGRAM_GROUPS]")
+    parser.add_argument("--suite", default="mt-bench")
+    parser.add_argument("--per-category", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--output", type=Path, required=True, help="JSON lines, one per configuration")
+    args = parser.parse_args()
+    done = ({json.loads(line)["config"] for line in args.output.read_text().splitlines() if line.strip()}
+            if args.output.exists() else set())
+    loaded = load_model("default", "cpu")
+    adapter, _ = resolve_adapter(loaded, None)
+    prompts = load_prompts(args.suite, per_category=args.per_category)
+    for config in args.configs:
+        if config in done:
+            continue
+        result = dict(measure(loaded, adapter, prompts, config, args.max_new_tokens), suite=args.suite)
+        with args.output.open("a") as out:
+            out.write(json.dumps(result) + "\n")
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
