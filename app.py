@@ -26,7 +26,7 @@ from bita.generation import DEFAULT_DRAFTS, DRAFTS, MAX_NEW_TOKENS_LIMIT, TreePl
 from bita.kernels import KERNELS, KERNELS_HELP
 from bita.loading import encode_chat, load_model
 from bita.model_thread import ModelThread
-from bita.race import Lane, race, speedup
+from bita.race import Lane, drafted, race, speedup
 from bita.records import StepRecord
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from viz.attention import attention_figure
@@ -136,9 +136,12 @@ def coloured(records: list[StepRecord], decode) -> str:
 def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
     rows = [f"| {lane.name} | {lane.passes} | {len(lane.tokens) / max(1, lane.passes):.2f} | "
             f"{lane.tokens_per_s:.1f} | {'done' if lane.finished else 'running'} |" for lane in (ar, bita)]
+    headline = (f"**Speedup {speedup(bita, ar):.2f}x** (BiTA tok/s / AR tok/s)" if drafted(bita) else
+                "**No speedup shown**: no BiTA pass has accepted a draft, so both lanes did the same "
+                "one-token passes and any difference in tok/s is noise")
     return "\n".join([
-        f"**Speedup {speedup(bita, ar):.2f}x** (BiTA tok/s / AR tok/s) on {device}. One AR pass and one BiTA "
-        f"pass in turn, each timed alone. BiTA tree: {plan.reason}.", "",
+        f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone. "
+        f"BiTA tree: {plan.reason}.", "",
         "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
 
 
@@ -260,9 +263,11 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         sent = [message.submit(chat, [message, conversation, *settings], chat_outputs, api_name="chat", **model_work),
                 send.click(chat, [message, conversation, *settings], chat_outputs, api_visibility="private",
                            **model_work)]
-        raced = race_go.click(side_by_side, [race_prompt, *settings], [ar_text, bita_view, race_stats],
-                              api_name="race", **model_work)
-        stop.click(None, None, None, cancels=[*sent, raced])
+        race_outputs = [ar_text, bita_view, race_stats]
+        raced = [race_go.click(side_by_side, [race_prompt, *settings], race_outputs, api_name="race", **model_work),
+                 race_prompt.submit(side_by_side, [race_prompt, *settings], race_outputs, api_visibility="private",
+                                    **model_work)]
+        stop.click(None, None, None, cancels=[*sent, *raced])
         clear.click(lambda: (Conversation(), [], "", "", ""), None, [conversation, chatbot, colours, answer, status],
                     api_visibility="private")
         pass_index.change(inspect, [pass_index, conversation], [tree_plot, attention_plot], api_visibility="private")

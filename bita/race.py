@@ -45,6 +45,12 @@ class Lane:
         self.finished = record.finish is not None
 
 
+def drafted(lane: Lane) -> bool:
+    """Whether some pass of ``lane`` emitted more than its own token (accepted a draft); if not,
+    it did the same work as plain AR, and a tok/s ratio against AR is noise."""
+    return len(lane.tokens) > lane.passes
+
+
 def speedup(lane: Lane, baseline: Lane) -> float:
     """lane tokens/s over baseline tokens/s (0 until both have timed passes)."""
     return lane.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bita.race import race, speedup
+from bita.race import drafted, race, speedup
 from bita.records import StepRecord
 
 
@@ -24,6 +24,7 @@ def test_lanes_alternate_one_pass_each_and_time_only_their_own_passes():
     assert (ar_lane.passes, bita_lane.passes) == (4, 2)
     assert ar_lane.tokens_per_s == pytest.approx(4 / 0.2) and bita_lane.tokens_per_s == pytest.approx(4 / 0.16)
     assert speedup(bita_lane, ar_lane) == pytest.approx(1.25)
+    assert drafted(bita_lane) and not drafted(ar_lane)
 
 
 def test_an_empty_stream_finishes_at_once_and_speedup_waits_for_timed_passes():
