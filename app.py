@@ -61,17 +61,18 @@ class Engine:
         self.default_adapter = default_adapter_name(self.loaded)
         self._cache: dict = {}  # only the model thread reads and fills it
 
-    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS):
-        """(adapter, TreePlan) for a session's settings; measured and loaded once per process."""
-        return self.thread.call(self._setup, adapter_name, tree, drafts)
+    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False):
+        """(adapter, TreePlan) for a session's settings; measured and loaded once per process.
+        ``drafting``: ``auto`` takes the best drafting tree even where plain AR is faster."""
+        return self.thread.call(self._setup, adapter_name, tree, drafts, drafting)
 
-    def _setup(self, adapter_name: str, tree: str, drafts: str):
+    def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool):
         if adapter_name not in self._cache:
             self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
         adapter = self._cache[adapter_name]
-        key = (adapter_name, tree, drafts)
+        key = (adapter_name, tree, drafts, drafting)
         if key not in self._cache:
-            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts)
+            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting)
         return adapter, self._cache[key]
 
     def decode(self, ids: list[int]) -> str:
@@ -146,10 +147,10 @@ def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
 
 
 def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: str = DEFAULT_DRAFTS) -> gr.Blocks:
-    def settings_of(adapter_name, tree, max_new_tokens, drafts):
+    def settings_of(adapter_name, tree, max_new_tokens, drafts, drafting=False):
         try:
             adapter, plan = engine.setup(adapter_name or engine.default_adapter, (tree or "auto").strip(),
-                                         drafts or DEFAULT_DRAFTS)
+                                         drafts or DEFAULT_DRAFTS, drafting)
         except BitaError as error:
             raise gr.Error(str(error)) from None
         return adapter, plan, int(max_new_tokens)
@@ -170,7 +171,7 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
-        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts)
+        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts, drafting=True)
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages))
         try:
@@ -225,7 +226,8 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         with gr.Accordion("Settings", open=False):
             adapter_box = gr.Dropdown(engine.adapter_names, value=engine.default_adapter, label="adapter")
             tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
-                                   info="auto: the fastest mask tree on this device, or none where none pays")
+                                   info="auto: in the chat the best drafting tree for this device; in the race the "
+                                        "fastest, or none where none pays")
             drafts_box = gr.Dropdown(list(DRAFTS), value=drafts, label="drafts",
                                      info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
                                           "diamonds in the draft tree), or both merged in one tree")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +99,17 @@ class TreeChoice:
     ar_tokens_per_second: float
     ranking: tuple[tuple[str, float, float], ...]  # (spec, tau, expected tok/s), best first
 
+    def drafting(self) -> TreeChoice:
+        """The best tree even where plain AR would be faster: for showing the method at work."""
+        if self.tree is not None or not self.ranking:
+            return self
+        spec, _, rate = self.ranking[0]
+        return replace(self, tree=parse_tree_spec(spec), tokens_per_second=rate)
+
     def describe(self) -> str:
+        if self.tree is not None and self.tokens_per_second <= self.ar_tokens_per_second:
+            return (f"auto (drafting): {self.tree.spec} ({self.tokens_per_second:.1f} tok/s expected); the fastest "
+                    f"choice here is plain AR ({self.ar_tokens_per_second:.1f} tok/s)")
         if self.tree is None:
             best = self.ranking[0] if self.ranking else ("none", 0.0, 0.0)
             return (f"auto: AR ({self.ar_tokens_per_second:.1f} tok/s expected); no tree pays here, the best, "

@@ -79,9 +79,10 @@ class TreePlan:
         return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
 
 
-def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree) -> TreePlan:
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False) -> TreePlan:
     """An explicit tree as given, or for ``auto`` the shape with the highest expected tokens/s
-    on this device, or plain AR where none beats it or the adapter has no acceptance statistics."""
+    on this device, or plain AR where none beats it (``drafting``: the best tree even then) or
+    the adapter has no acceptance statistics."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
@@ -89,11 +90,13 @@ def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree)
         choice = auto_tree(loaded, adapter)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
+    choice = choice.drafting() if drafting else choice
     return TreePlan(choice.tree, choice.describe())
 
 
 def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
-              drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS) -> TreePlan:
+              drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
+              drafting: bool = False) -> TreePlan:
     """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
@@ -106,7 +109,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     if drafts not in DRAFTS:
         raise BitaError(f"drafts must be one of {', '.join(DRAFTS)}, not {drafts!r}")
     if drafts == MASKS:
-        return plan_masks(loaded, adapter, tree)
+        return plan_masks(loaded, adapter, tree, drafting)
     if not isinstance(ngram_tokens, int) or not 1 <= ngram_tokens <= MAX_NGRAM_TOKENS:
         raise BitaError(f"ngram_tokens must be an integer from 1 to {MAX_NGRAM_TOKENS}, not {ngram_tokens!r}")
     chain = f"n-gram chains of up to {ngram_tokens} tokens"
@@ -114,7 +117,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree)
+    masks = plan_masks(loaded, adapter, tree, drafting)
     if masks.tree is None:
         return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (their acceptance is "
                                     "not forecast; a pass they do not draft is one row, like AR)", ngram_tokens)

@@ -68,6 +68,7 @@ def test_streamed_chat_answer_equals_the_ar_answer(app_url, default_model, tree)
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"][0]["text"] == answer
     assert "forward passes" in status and "<span" in colours
     assert len(updates) >= 1
+    assert "no tree pays" not in status  # in the chat, auto always drafts
 
 
 def test_two_users_at_once_keep_their_own_conversations(app_url, default_model):

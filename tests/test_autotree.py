@@ -68,3 +68,15 @@ def test_cost_table_is_measured_once_then_read_from_disk(tmp_path):
     assert table.points[0] == (1, table.ar) and all(seconds > 0 for _, seconds in table.points)
     path.write_text(path.read_text().replace(str(table.ar), "123.0"))  # a re-measure would not give 123 s
     assert cost_table(loaded, adapter, path).ar == 123.0
+
+
+def test_a_drafting_choice_keeps_the_best_tree_where_ar_is_faster():
+    ranks = Counter({(MISS, MISS, MISS): 90, (0, MISS, MISS): 10})
+    choice = choose_tree(ranks, table(ar=0.02), 3)
+    drafting = choice.drafting()
+    assert choice.tree is None and drafting.tree.spec == choice.ranking[0][0]
+    assert drafting.tokens_per_second == pytest.approx(choice.ranking[0][2])
+    assert drafting.tokens_per_second < drafting.ar_tokens_per_second
+    assert "fastest choice here is plain AR" in drafting.describe()
+    paying = choose_tree(Counter({(0, 0, 0): 100}), table(), 3)
+    assert paying.drafting() == paying
