@@ -31,6 +31,7 @@ from bita.records import StepRecord
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from viz.attention import attention_figure
 from viz.draft_tree import draft_tree_figure
+from viz.explain import verification_steps
 from viz.notice import notice_figure
 from viz.passes import tokens_per_pass_figure
 from viz.tokens import legend_html, output_html
@@ -156,15 +157,17 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         return adapter, plan, int(max_new_tokens)
 
     def pass_views(turn: Turn | None, index: int):
+        """(draft tree figure, how the pass verified in sentences, attention figure) of one pass."""
         if turn is None or not turn.records:
             empty = notice_figure("Send a message: each forward pass of the answer shows here.")
-            return empty, empty
+            return empty, "", empty
         index = max(0, min(int(index), len(turn.records) - 1))
         record = turn.records[index]
         tree = draft_tree_figure(record, engine.decode)
+        story = f"**Pass {record.index}**\n\n" + "\n\n".join(verification_steps(record, engine.decode))
         if record.attention is None:
-            return tree, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal attention.")
-        return tree, attention_figure(record, engine.decode, turn.context(index))
+            return tree, story, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal attention.")
+        return tree, story, attention_figure(record, engine.decode, turn.context(index))
 
     @gpu
     def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens, drafts):
@@ -190,7 +193,7 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
             text = engine.text(turn.tokens)
             updated.messages = messages + [{"role": "assistant", "content": text}]
             yield (updated.messages, coloured(turn.records, engine.decode), text,
-                   status_line(turn.records, plan, engine.device), updated, "", *([gr.skip()] * 4))
+                   status_line(turn.records, plan, engine.device), updated, "", *([gr.skip()] * 5))
         last = len(turn.records) - 1
         shown = max(range(last + 1), key=lambda i: (len(turn.records[i].accepted), i))  # the best pass, latest first
         records = [r for t in updated.turns for r in t.records]
@@ -249,6 +252,7 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
                 with gr.Row():
                     tree_plot = gr.Plot(label="draft tree")
                     passes_plot = gr.Plot(label="tokens per pass")
+                pass_story = gr.Markdown()
                 attention_plot = gr.Plot(label="tree attention")
         with gr.Tab("AR vs BiTA"):
             race_prompt = gr.Textbox(label="prompt", value="Write a Python function that checks whether a word is a "
@@ -259,7 +263,7 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
                 ar_text = gr.Textbox(label="plain AR", lines=12)
                 bita_view = gr.HTML(label="BiTA")
 
-        chat_outputs = [chatbot, colours, answer, status, conversation, message, pass_index, tree_plot,
+        chat_outputs = [chatbot, colours, answer, status, conversation, message, pass_index, tree_plot, pass_story,
                         attention_plot, passes_plot]
         model_work = dict(concurrency_limit=concurrency, concurrency_id="model")
         sent = [message.submit(chat, [message, conversation, *settings], chat_outputs, api_name="chat", **model_work),
@@ -272,7 +276,8 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         stop.click(None, None, None, cancels=[*sent, *raced])
         clear.click(lambda: (Conversation(), [], "", "", ""), None, [conversation, chatbot, colours, answer, status],
                     api_visibility="private")
-        pass_index.change(inspect, [pass_index, conversation], [tree_plot, attention_plot], api_visibility="private")
+        pass_index.change(inspect, [pass_index, conversation], [tree_plot, pass_story, attention_plot],
+                          api_visibility="private")
     app.queue(max_size=32)
     return app
 

@@ -151,6 +151,7 @@ def test_page_in_headless_chromium_answers_and_draws(app_url):
         answer = page.locator("#answer textarea")
         page.wait_for_function("document.querySelector('#answer textarea').value.length > 0", timeout=60_000)
         answer = answer.input_value()
+        page.get_by_text("the model's own next token is").first.wait_for(timeout=60_000)  # the pass, told in words
         page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
         browser.close()
     assert answer.strip() and (ARTIFACTS / "app.png").stat().st_size > 10_000

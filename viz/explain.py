@@ -1,0 +1,52 @@
+"""One pass's verification told in sentences, generated from its step record: for teaching.
+
+Algorithm 1 walks the draft tree from the root: at each depth the model's own next token
+(the argmax of the row of the last accepted token) is compared with the candidates hanging
+there; a match is accepted and the walk goes on below it, otherwise the model's token is the
+pass's bonus and the walk ends. Pure: the record and a token decoder in, Markdown lines out.
+"""
+
+from __future__ import annotations
+
+from bita.records import ACCEPTED, StepRecord
+from bita.tree import ROOT
+
+from .labels import Decode, draft_origin, token_label
+
+
+def quoted(decode: Decode, token: int) -> str:
+    """A token in quotes, whitespace made visible ('“␣the”'), HTML-escaped for Markdown."""
+    return f"“{token_label(decode, token, limit=24)}”"
+
+
+def verification_steps(record: StepRecord, decode: Decode) -> list[str]:
+    """[sentence] per verification step of ``record`` (Markdown), the last one the pass's total."""
+    bonus = quoted(decode, record.bonus)
+    if record.kind == "prefill":
+        return [f"The prefill pass reads the whole prompt; after its last token {quoted(decode, record.root)} "
+                f"the model's own next token is {bonus}, the first token of the answer, and the mask group "
+                "after it drafts the candidates of the next pass."]
+    if record.kind == "ar" or not record.nodes:
+        return [f"A plain AR pass: after {quoted(decode, record.root)} the model's own next token is {bonus}; "
+                "nothing was drafted, so the pass emits that one token."]
+    steps, parent, previous = [], ROOT, record.root
+    for depth in range(1, record.nodes[-1].depth + 2):
+        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]
+        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
+        own = quoted(decode, hit[1].token if hit else record.bonus)
+        lead = f"{depth}. After {quoted(decode, previous)} the model's own next token is {own}"
+        if hit is not None:
+            steps.append(f"{lead} = the depth-{depth} candidate ({draft_origin(hit[1])}): **accepted**.")
+            parent, previous = hit[0], hit[1].token
+            continue
+        if children:
+            proposed = ", ".join(quoted(decode, n.token) for _, n in children)
+            steps.append(f"{lead}; the depth-{depth} candidates were {proposed}: **rejected**, and {own} is "
+                         "this pass's bonus token.")
+        else:
+            steps.append(f"{lead}; nothing was drafted deeper, so {own} is this pass's bonus token.")
+        break
+    emitted = len(record.accepted) + 1
+    steps.append(f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
+                 f"({len(record.accepted)} accepted + the bonus).")
+    return steps
