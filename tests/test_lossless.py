@@ -53,25 +53,37 @@ def oracle_drafts(truth, start, n, rank, vocab):
     return Drafts(tokens, torch.full(tokens.shape, 1 / 3))
 
 
-@pytest.mark.parametrize("rank,expected_per_pass", [(0, 4), (1, 2)])
-def test_acceptance_paths_keep_the_cache_exact(tiny, rank, expected_per_pass):
-    """Feed drafts that hold the truth at rank 0 (whole chain accepted, n+1 tokens a pass) or at
-    rank 1 (a sibling accepted, then stop: 2 tokens a pass). Output must stay exact throughout,
-    which checks the in-place cache compaction on both paths."""
+def exact_passes(tiny, spec: str, prepare, passes: int = 5):
+    """Prefill a prompt for tree ``spec``, then ``passes`` tree steps, yielding (state, record)
+    after each. Before a step, ``prepare(state, truth, done, vocab)`` may set ``state.drafts``
+    and returns extra ``tree_step`` arguments. Checks that the output so far equals HF
+    generate's after every step and that the cache holds exactly the context at the end."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
-    tree = parse_tree_spec("efficient:3,3,3")
+    tree = parse_tree_spec(spec)
     vocab = tiny.get_output_embeddings().weight.shape[0]
     prompt = random_prompts(1, seed=31)[0]
     truth = hf_generate(tiny, prompt, 40, [])
     state, record = prefill(tiny, adapter, prompt, tree)
     output = [record.bonus]
-    for index in range(1, 6):
-        state.drafts = oracle_drafts(truth, len(output), 3, rank, vocab)
-        state, record = tree_step(tiny, adapter, state, tree, index)
-        assert len(record.accepted) + 1 == expected_per_pass
+    for index in range(1, passes + 1):
+        state, record = tree_step(tiny, adapter, state, tree, index, **prepare(state, truth, len(output), vocab))
+        yield state, record
         output += record.accepted + [record.bonus]
         assert output == truth[:len(output)]
     assert state.context_length == len(prompt) + len(output) - 1
+
+
+@pytest.mark.parametrize("rank,expected_per_pass", [(0, 4), (1, 2)])
+def test_acceptance_paths_keep_the_cache_exact(tiny, rank, expected_per_pass):
+    """Feed drafts that hold the truth at rank 0 (whole chain accepted, n+1 tokens a pass) or at
+    rank 1 (a sibling accepted, then stop: 2 tokens a pass). Output must stay exact throughout,
+    which checks the in-place cache compaction on both paths."""
+    def with_oracle_drafts(state, truth, done, vocab):
+        state.drafts = oracle_drafts(truth, done, 3, rank, vocab)
+        return {}
+
+    for _, record in exact_passes(tiny, "efficient:3,3,3", with_oracle_drafts):
+        assert len(record.accepted) + 1 == expected_per_pass
 
 
 class ScriptedChains:
@@ -127,20 +139,11 @@ def test_ngram_paths_keep_the_cache_exact(tiny, chain_hits, mask_rank, ngram_gro
     """Chains of the true continuation (or of wrong tokens) with mask drafts holding the truth at
     rank ``mask_rank`` (3: nowhere). Output stays exact on every path, including passes with no
     mask drafts, which checks the cache compaction and the trie's rows."""
-    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
-    tree = parse_tree_spec("efficient:3,3,3/chain-groups")
-    vocab = tiny.get_output_embeddings().weight.shape[0]
-    prompt = random_prompts(1, seed=31)[0]
-    truth = hf_generate(tiny, prompt, 40, [])
-    state, record = prefill(tiny, adapter, prompt, tree)
-    output = [record.bonus]
-    for index in range(1, 6):
+    def with_chain(state, truth, done, vocab):
         if state.drafts is not None:
-            state.drafts = oracle_drafts(truth, len(output), 3, mask_rank, vocab)
-        future = truth[len(output):len(output) + 4]
-        chain = future if chain_hits else [(t + 7) % vocab for t in future]
-        state, record = tree_step(tiny, adapter, state, tree, index, ngram=chain, ngram_groups=ngram_groups)
+            state.drafts = oracle_drafts(truth, done, 3, mask_rank, vocab)
+        future = truth[done:done + 4]
+        return {"ngram": future if chain_hits else [(t + 7) % vocab for t in future], "ngram_groups": ngram_groups}
+
+    for state, record in exact_passes(tiny, "efficient:3,3,3/chain-groups", with_chain):
         assert len(record.accepted) + 1 == per_pass and (state.drafts is not None) == drafts_after
-        output += record.accepted + [record.bonus]
-        assert output == truth[:len(output)]
-    assert state.context_length == len(prompt) + len(output) - 1
