@@ -11,6 +11,7 @@ queue whose concurrency is bounded (``--concurrency``). Binds to localhost unles
 from __future__ import annotations
 
 import argparse
+import html
 import importlib.util
 import os
 import subprocess
@@ -34,6 +35,7 @@ from viz.draft_tree import draft_tree_figure
 from viz.explain import verification_steps
 from viz.notice import notice_figure
 from viz.passes import tokens_per_pass_figure
+from viz.race import race_figure
 from viz.tokens import legend_html, output_html
 
 try:  # on a Hugging Face ZeroGPU Space, model work must run inside @spaces.GPU
@@ -47,7 +49,24 @@ except ImportError:
 TREES = ["auto", "efficient:3/chain-groups", "chain:1", "chain:3", "efficient:3,2,2/chain-groups", "efficient:3,2,2",
          "efficient:5,4,3", "full:3,3,3"]
 MAX_NEW_TOKENS = min(1024, MAX_NEW_TOKENS_LIMIT)
-UI_INTERVAL_S = 0.2  # at most ~5 screen updates a second; pass timings never include them
+UI_INTERVAL_S = 0.2  # chat: at most ~5 screen updates a second; pass timings never include them
+# The race updates the page less often, and after each update lets it draw before the next pass:
+# a browser on the same machine (a teaching laptop, CI) would otherwise take a core from the passes.
+RACE_UI_INTERVAL_S = 0.5
+RACE_SETTLE_S = 0.25  # not counted: the lanes' clocks run only during passes
+PLAY_INTERVAL_S = 1.0  # the inspector's play: one pass a second
+
+# Clicking a token of the chat opens its pass in the inspector: the token's classes (viz/tokens.py)
+# name its answer and pass; the hidden #picked box takes "turn:pass:time" and tells the server.
+PAGE_JS = """() => document.addEventListener("click", (event) => {
+  const token = event.target.closest("#chat .bita-tok"), box = document.querySelector("#picked textarea");
+  const found = token && token.className.match(/bita-turn-(\\d+) bita-pass-(\\d+)/);
+  if (!found || !box) return;
+  box.value = `${found[1]}:${found[2]}:${Date.now()}`;
+  box.dispatchEvent(new Event("input", {bubbles: true}));
+})"""
+PAGE_CSS = """#chat .bita-tok { cursor: pointer; }
+@media (max-width: 480px) { .gradio-container { padding: 4px !important; } }"""
 
 
 class Engine:
@@ -104,13 +123,26 @@ class Turn:
 
 @dataclass
 class Conversation:
-    """A browser session's chat: plain-text messages and the turns behind the answers."""
+    """A browser session's chat: plain-text messages (what the model reads) and the turns behind
+    the answers (what the page shows: answer i is ``turns[i]``)."""
 
     messages: list[dict] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
 
+    def shown(self, decode) -> list[dict]:
+        """The chat as the page shows it: user text escaped, each answer coloured token by token."""
+        shown, answers = [], enumerate(self.turns)
+        for message in self.messages:
+            if message["role"] == "user":
+                content = html.escape(message["content"])
+            else:
+                index, turn = next(answers)
+                content = output_html(turn.records, decode, turn=index)
+            shown.append({"role": message["role"], "content": content})
+        return shown
 
-def throttled(stream, interval: float = UI_INTERVAL_S):
+
+def throttled(stream, interval: float):
     """Items of ``stream``, skipping those that come within ``interval`` seconds of the last
     one let through; the final item always comes."""
     last, held = 0.0, None
@@ -131,16 +163,19 @@ def status_line(records: list[StepRecord], plan: TreePlan, device: str) -> str:
             f"{rate:.1f} tok/s on {device}. Tree: {plan.reason}.")
 
 
-def coloured(records: list[StepRecord], decode) -> str:
-    return legend_html() + output_html(records, decode)
-
-
 def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
     rows = [f"| {lane.name} | {lane.passes} | {len(lane.tokens) / max(1, lane.passes):.2f} | "
             f"{lane.tokens_per_s:.1f} | {'done' if lane.finished else 'running'} |" for lane in (ar, bita)]
-    headline = (f"**Speedup {speedup(bita, ar):.2f}x** (BiTA tok/s / AR tok/s)" if drafted(bita) else
-                "**No speedup shown**: no BiTA pass has accepted a draft, so both lanes did the same "
-                "one-token passes and any difference in tok/s is noise")
+    so_far = "" if ar.finished and bita.finished else " so far"
+    if plan.tree is None:
+        headline = ("**No speedup shown**: BiTA is not drafting (auto found no tree faster than plain AR on this "
+                    "device), so both lanes run the same passes and any difference in tok/s is noise; pick a tree "
+                    "in Settings to race drafts")
+    elif drafted(bita):
+        headline = f"**Speedup {speedup(bita, ar):.2f}x{so_far}** (BiTA tok/s / AR tok/s)"
+    else:
+        headline = ("**No speedup shown**: no BiTA pass has accepted a draft, so both lanes did the same "
+                    "one-token passes and any difference in tok/s is noise")
     return "\n".join([
         f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone. "
         f"BiTA tree: {plan.reason}.", "",
@@ -156,18 +191,25 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
             raise gr.Error(str(error)) from None
         return adapter, plan, int(max_new_tokens)
 
-    def pass_views(turn: Turn | None, index: int):
-        """(draft tree figure, how the pass verified in sentences, attention figure) of one pass."""
-        if turn is None or not turn.records:
+    def pass_views(conversation: Conversation, turn_index: int, index: int):
+        """(pass slider, draft tree figure, the pass's verification in sentences, attention figure)
+        of pass ``index`` of answer ``turn_index`` (-1: the last answer)."""
+        turns = conversation.turns
+        if not turns or not turns[turn_index].records:
             empty = notice_figure("Send a message: each forward pass of the answer shows here.")
-            return empty, "", empty
-        index = max(0, min(int(index), len(turn.records) - 1))
+            return gr.skip(), empty, "", empty
+        turn = turns[turn_index]
+        last = len(turn.records) - 1
+        index = max(0, min(int(index), last))
         record = turn.records[index]
+        slider = gr.Slider(minimum=0, maximum=max(1, last), value=index, step=1, interactive=last > 0,
+                           label=f"forward pass of answer {turn_index % len(turns) + 1}")
         tree = draft_tree_figure(record, engine.decode)
         story = f"**Pass {record.index}**\n\n" + "\n\n".join(verification_steps(record, engine.decode))
         if record.attention is None:
-            return tree, story, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal attention.")
-        return tree, story, attention_figure(record, engine.decode, turn.context(index))
+            return slider, tree, story, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal "
+                                                      "attention.")
+        return slider, tree, story, attention_figure(record, engine.decode, turn.context(index))
 
     @gpu
     def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens, drafts):
@@ -189,21 +231,37 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
                 turn.records.append(record)
                 yield record
 
-        for _ in throttled(progress()):
-            text = engine.text(turn.tokens)
-            updated.messages = messages + [{"role": "assistant", "content": text}]
-            yield (updated.messages, coloured(turn.records, engine.decode), text,
-                   status_line(turn.records, plan, engine.device), updated, "", *([gr.skip()] * 5))
-        last = len(turn.records) - 1
-        shown = max(range(last + 1), key=lambda i: (len(turn.records[i].accepted), i))  # the best pass, latest first
+        for _ in throttled(progress(), UI_INTERVAL_S):
+            updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
+            yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, engine.device),
+                   updated, "", *([gr.skip()] * 6))
+        shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
-        yield (updated.messages, coloured(turn.records, engine.decode), engine.text(turn.tokens),
-               status_line(turn.records, plan, engine.device), updated, "",
-               gr.Slider(minimum=0, maximum=max(1, last), value=shown, step=1, interactive=last > 0),
-               *pass_views(turn, shown), tokens_per_pass_figure(records))
+        yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, engine.device),
+               updated, "", -1, *pass_views(updated, -1, shown), tokens_per_pass_figure(records))
 
-    def inspect(index, conversation: Conversation):
-        return pass_views(conversation.turns[-1] if conversation.turns else None, index)
+    def picked_token(picked: str, conversation: Conversation):
+        """A click on a chat token ("turn:pass:time" from PAGE_JS): that answer's pass."""
+        turn_index, index = (int(part) for part in picked.split(":")[:2])
+        if turn_index >= len(conversation.turns):
+            return (gr.skip(),) * 5
+        return turn_index, *pass_views(conversation, turn_index, index)
+
+    def stepped(by: int):
+        def step(index, conversation: Conversation, turn_index: int):
+            return pass_views(conversation, turn_index, int(index) + by)
+        return step
+
+    def played(index, conversation: Conversation, turn_index: int):
+        """One timer tick of play: the next pass; the timer stops after the last one."""
+        records = conversation.turns[turn_index].records if conversation.turns else []
+        ended = int(index) + 1 >= len(records) - 1
+        stopped = (gr.Timer(active=False), gr.Button(value="▶ Play"), False) if ended else (gr.skip(),) * 3
+        return *pass_views(conversation, turn_index, int(index) + 1), *stopped
+
+    def toggled(playing: bool):
+        playing = not playing
+        return gr.Timer(active=playing), gr.Button(value="⏸ Pause" if playing else "▶ Play"), playing
 
     @gpu
     def side_by_side(prompt, adapter_name, tree, max_new_tokens, drafts):
@@ -217,15 +275,21 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
             bita = engine.thread.call(stream_bita, engine.loaded, adapter, ids, max_new_tokens, plan)
         except BitaError as error:
             raise gr.Error(str(error)) from None
-        for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita)))):
-            yield (engine.text(ar_lane.tokens), coloured(bita_lane.records, engine.decode),
-                   race_table(ar_lane, bita_lane, plan, engine.device))
+        for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita))),
+                                            RACE_UI_INTERVAL_S):
+            yield (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),
+                   race_table(ar_lane, bita_lane, plan, engine.device),
+                   race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
+            time.sleep(RACE_SETTLE_S)
 
     with gr.Blocks(title="BiTA: lossless acceleration, seen pass by pass") as app:
         conversation = gr.State(Conversation())
+        inspected = gr.State(-1)  # which answer the inspector shows (-1: the last)
+        playing = gr.State(False)
         gr.Markdown(f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{engine.loaded.name}** on "
                     f"**{engine.device}**. Every answer is token-for-token what plain greedy decoding gives; "
-                    "the colours show which forward pass produced each token and how.")
+                    "the colours show which forward pass produced each token and how (hover a token for its pass "
+                    "and the drafts it beat; click it to inspect that pass).")
         with gr.Accordion("Settings", open=False):
             adapter_box = gr.Dropdown(engine.adapter_names, value=engine.default_adapter, label="adapter")
             tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
@@ -233,51 +297,67 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
                                         "fastest, or none where none pays")
             drafts_box = gr.Dropdown(list(DRAFTS), value=drafts, label="drafts",
                                      info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
-                                          "diamonds in the draft tree), or both merged in one tree")
+                                          "diamonds in the draft tree, underlined tokens), or both merged in one tree")
             length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
         settings = [adapter_box, tree_box, length_box, drafts_box]  # drafts last: API calls may leave it out
         with gr.Tab("Chat"):
-            chatbot = gr.Chatbot(label="conversation", height=320)
+            gr.HTML(legend_html())
+            copy_answer = gr.Button("Copy answer", size="sm", render=False)
+            chatbot = gr.Chatbot(label="conversation", height=420, render_markdown=False, buttons=[copy_answer],
+                                 elem_id="chat")
             message = gr.Textbox(label="message", placeholder="Ask something and press Enter")
             with gr.Row():
-                send = gr.Button("Send", variant="primary")
-                stop = gr.Button("Stop")
-                clear = gr.Button("Clear")
+                send = gr.Button("Send", variant="primary", min_width=80)
+                stop = gr.Button("Stop", min_width=80)
+                clear = gr.Button("Clear", min_width=80)
             status = gr.Markdown()
-            colours = gr.HTML(label="how each token was decoded")
-            answer = gr.Textbox(label="answer (plain text)", lines=3, elem_id="answer")
+            answer = gr.Textbox(visible="hidden", elem_id="answer")  # the last answer as plain text, for copying
+            picked = gr.Textbox(visible="hidden", elem_id="picked")  # PAGE_JS writes clicked tokens here
             with gr.Accordion("Inspector: one forward pass at a time", open=True):
+                with gr.Row():
+                    back = gr.Button("◀ Previous", size="sm", min_width=80)
+                    play = gr.Button("▶ Play", size="sm", min_width=80)
+                    forward = gr.Button("Next ▶", size="sm", min_width=80)
                 pass_index = gr.Slider(0, 1, value=0, step=1, label="forward pass of the last answer",
                                        interactive=False)
+                timer = gr.Timer(PLAY_INTERVAL_S, active=False)
                 with gr.Row():
-                    tree_plot = gr.Plot(label="draft tree")
-                    passes_plot = gr.Plot(label="tokens per pass")
+                    tree_plot = gr.Plot(label="draft tree", min_width=340, elem_id="tree-plot")
+                    passes_plot = gr.Plot(label="tokens per pass", min_width=340)
                 pass_story = gr.Markdown()
-                attention_plot = gr.Plot(label="tree attention")
+                attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
         with gr.Tab("AR vs BiTA"):
             race_prompt = gr.Textbox(label="prompt", value="Write a Python function that checks whether a word is a "
                                                            "palindrome.")
             race_go = gr.Button("Race", variant="primary")
             race_stats = gr.Markdown()
+            race_plot = gr.Plot(label="tokens against time", elem_id="race-plot")
             with gr.Row():
-                ar_text = gr.Textbox(label="plain AR", lines=12)
-                bita_view = gr.HTML(label="BiTA")
+                ar_text = gr.Textbox(label="plain AR", lines=12, min_width=300)
+                bita_view = gr.HTML(label="BiTA", min_width=300)
 
-        chat_outputs = [chatbot, colours, answer, status, conversation, message, pass_index, tree_plot, pass_story,
-                        attention_plot, passes_plot]
+        views = [pass_index, tree_plot, pass_story, attention_plot]
+        chat_outputs = [chatbot, answer, status, conversation, message, inspected, *views, passes_plot]
         model_work = dict(concurrency_limit=concurrency, concurrency_id="model")
         sent = [message.submit(chat, [message, conversation, *settings], chat_outputs, api_name="chat", **model_work),
                 send.click(chat, [message, conversation, *settings], chat_outputs, api_visibility="private",
                            **model_work)]
-        race_outputs = [ar_text, bita_view, race_stats]
+        race_outputs = [ar_text, bita_view, race_stats, race_plot]
         raced = [race_go.click(side_by_side, [race_prompt, *settings], race_outputs, api_name="race", **model_work),
                  race_prompt.submit(side_by_side, [race_prompt, *settings], race_outputs, api_visibility="private",
                                     **model_work)]
         stop.click(None, None, None, cancels=[*sent, *raced])
-        clear.click(lambda: (Conversation(), [], "", "", ""), None, [conversation, chatbot, colours, answer, status],
+        clear.click(lambda: (Conversation(), [], "", ""), None, [conversation, chatbot, answer, status],
                     api_visibility="private")
-        pass_index.change(inspect, [pass_index, conversation], [tree_plot, pass_story, attention_plot],
-                          api_visibility="private")
+        copy_answer.click(None, [answer], None, js="(text) => { navigator.clipboard?.writeText(text); }")
+        private = dict(api_visibility="private")
+        where = [pass_index, conversation, inspected]
+        pass_index.input(stepped(0), where, views, trigger_mode="always_last", **private)
+        back.click(stepped(-1), where, views, **private)
+        forward.click(stepped(1), where, views, **private)
+        picked.change(picked_token, [picked, conversation], [inspected, *views], **private)
+        play.click(toggled, playing, [timer, play, playing], **private)
+        timer.tick(played, where, [*views, timer, play, playing], **private)
     app.queue(max_size=32)
     return app
 
@@ -307,8 +387,8 @@ def main() -> None:
     engine = Engine(args.model, args.device, args.kernels)
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
     print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)
-    build_app(engine, max(1, args.concurrency), args.tree, args.drafts).launch(server_name=args.host,
-                                                                              server_port=args.port)
+    build_app(engine, max(1, args.concurrency), args.tree, args.drafts).launch(
+        server_name=args.host, server_port=args.port, js=PAGE_JS, css=PAGE_CSS)
 
 
 if __name__ == "__main__":

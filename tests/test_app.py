@@ -3,7 +3,10 @@ page in headless Chromium (Debian's package, driven by Playwright) with a screen
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,7 +23,6 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 ADAPTER = "SmolLM2-135M-Instruct-bita"
 PROMPT = "Give three tips for staying focused while studying."
-PAGE_TREE = "efficient:3,2,2/chain-groups"  # what the page offers first: a drafting tree, so the views show drafts
 
 
 def free_port() -> int:
@@ -37,7 +39,7 @@ def app_url():
     ARTIFACTS.mkdir(exist_ok=True)
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
     with log.open("w") as out:
-        server = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--tree", PAGE_TREE], cwd=ROOT,
+        server = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT,
                                   env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 600
@@ -49,6 +51,12 @@ def app_url():
     yield url
     server.terminate()
     server.wait(timeout=30)
+
+
+def bubble_text(bubble: str) -> str:
+    """The answer a coloured chat bubble shows: its token spans' text, special tokens left out."""
+    tokens = re.findall(r'<span class="bita-tok [^"]*"[^>]*>(.*?)</span>', bubble)
+    return html.unescape("".join(tokens).replace("<br>", "\n")).replace("<|im_end|>", "")
 
 
 def reference_text(default_model, prompt: str, max_new_tokens: int) -> str:
@@ -63,10 +71,12 @@ def test_streamed_chat_answer_equals_the_ar_answer(app_url, default_model, tree)
     client = Client(app_url, verbose=False)
     job = client.submit(PROMPT, ADAPTER, tree, 48, api_name="/chat")
     updates = list(job)  # every streamed update, the last one complete
-    chat, colours, answer, status, *_ = job.result()
+    chat, answer, status, *_ = job.result()
     assert answer == reference_text(default_model, PROMPT, 48)
-    assert chat[-1]["role"] == "assistant" and chat[-1]["content"][0]["text"] == answer
-    assert "forward passes" in status and "<span" in colours
+    bubble = chat[-1]["content"][0]["text"]
+    assert chat[-1]["role"] == "assistant" and bubble.count('<span class="bita-tok bita-turn-0') >= len(answer.split())
+    assert bubble_text(bubble) == answer  # the bubble shows the answer, token by token
+    assert "forward passes" in status
     assert len(updates) >= 1
     assert "no tree pays" not in status  # in the chat, auto always drafts
 
@@ -80,11 +90,12 @@ def test_two_users_at_once_keep_their_own_conversations(app_url, default_model):
     questions = ("Name a fruit.", "Name a city in Italy.")
     jobs = [client.submit(question, ADAPTER, "auto", 16, api_name="/chat")
             for client, question in zip((first, second), questions)]
-    answers = [job.result()[2] for job in jobs]
+    answers = [job.result()[1] for job in jobs]
     assert answers == [reference_text(default_model, q, 16) for q in questions]
     chat = first.predict("Say it again.", ADAPTER, "auto", 16, api_name="/chat")[0]
     texts = [m["content"][0]["text"] for m in chat]
-    assert texts[:3] == [questions[0], answers[0], "Say it again."] and len(texts) == 4
+    assert [texts[0], texts[2]] == [questions[0], "Say it again."] and len(texts) == 4
+    assert "bita-turn-0" in texts[1] and "bita-turn-1" in texts[3]
 
 
 def test_stopping_an_answer_keeps_what_was_said(app_url):
@@ -99,23 +110,26 @@ def test_stopping_an_answer_keeps_what_was_said(app_url):
     while len(job.outputs()) < 3 and time.time() < deadline:
         time.sleep(0.1)
     job.cancel()
-    partial = job.outputs()[-1][2]
+    partial = job.outputs()[-1][1]
     chat = client.predict("Thanks.", ADAPTER, "auto", 8, api_name="/chat")[0]
     texts = [m["content"][0]["text"] for m in chat]
-    assert texts[0] == question and texts[1].startswith(partial) and partial.strip() and texts[2] == "Thanks."
+    assert texts[0] == question and bubble_text(texts[1]).startswith(partial) and partial.strip()
+    assert texts[2] == "Thanks."
 
 
 def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
     from gradio_client import Client
 
     prompt = "Name three colours."
-    ar_text, bita_html, stats = Client(app_url, verbose=False).predict(prompt, ADAPTER, "efficient:3/chain-groups",
-                                                                       24, api_name="/race")
+    ar_text, bita_html, stats, chart = Client(app_url, verbose=False).predict(
+        prompt, ADAPTER, "efficient:3/chain-groups", 24, api_name="/race")
     assert ar_text == reference_text(default_model, prompt, 24)
     bita_row = next(line for line in stats.splitlines() if line.startswith("| BiTA |"))
     tokens_per_pass = float(bita_row.split("|")[3])
     assert ("**Speedup" in stats) == (tokens_per_pass > 1) and ("No speedup shown" in stats) == (tokens_per_pass == 1)
     assert "cpu" in stats and "<span" in bita_html
+    lanes = json.loads(chart["plot"])["data"]
+    assert [lane["name"].split(":")[0] for lane in lanes] == ["AR", "BiTA"] and lanes[0]["y"][-1] == 24
 
 
 def test_bad_input_is_refused_with_a_clear_message(app_url):
@@ -133,25 +147,47 @@ def test_bad_input_is_refused_with_a_clear_message(app_url):
         client.predict("hi", ADAPTER, "efficient:9,9,9,9,9", 16, api_name="/chat")
 
 
-def test_page_in_headless_chromium_answers_and_draws(app_url):
-    """A real browser types a message, waits for the answer and the three figures, and
-    saves ``test-artifacts/app.png``."""
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+MARKER_POINTS = """() => document.querySelector('#tree-plot .js-plotly-plot').data
+    .filter(trace => (trace.mode || '').includes('markers')).reduce((n, trace) => n + trace.x.length, 0)"""
+RACE_DONE = "[...document.querySelectorAll('td')].filter(td => td.textContent == 'done').length == 2"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
+    """A real browser, at a desktop's and a phone's width, with the default settings: a message
+    sent with Enter streams into a chat bubble of coloured tokens; the inspector draws a pass's
+    draft tree with drafts in it and opens the pass of a clicked token; the race, started with
+    Enter, draws both lanes. Saves ``test-artifacts/app-{width}.png`` and ``race-{width}.png``."""
     from playwright.sync_api import sync_playwright
 
     assert Path(CHROMIUM).exists(), "install Debian's chromium (setup.sh does: apt-get install chromium)"
-    flags = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync"]
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=flags)
-        page = browser.new_page(viewport={"width": 1280, "height": 2200})
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": width, "height": 1400})
         page.goto(app_url)
         page.get_by_label("message").fill("List three fruits.")
         page.get_by_label("message").press("Enter")
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=180_000)
-        answer = page.locator("#answer textarea")
-        page.wait_for_function("document.querySelector('#answer textarea').value.length > 0", timeout=60_000)
-        answer = answer.input_value()
+        page.wait_for_function("document.querySelectorAll('#tree-plot .js-plotly-plot').length", timeout=240_000)
         page.get_by_text("the model's own next token is").first.wait_for(timeout=60_000)  # the pass, told in words
-        page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
+        answer = page.locator("#answer textarea").input_value()
+        colours = page.evaluate("new Set([...document.querySelectorAll('#chat .bita-tok')]"
+                                ".map(span => span.style.backgroundColor)).size")
+        tree_points = page.evaluate(MARKER_POINTS)
+        page.screenshot(path=str(ARTIFACTS / f"app-{width}.png"), full_page=True)
+
+        token = page.locator("#chat .bita-tok").nth(3)
+        clicked_pass = re.search(r"bita-pass-(\d+)", token.get_attribute("class")).group(1)
+        token.click()
+        page.get_by_text(f"Pass {clicked_pass}", exact=True).wait_for(timeout=60_000)
+
+        page.get_by_role("tab", name="AR vs BiTA").click()
+        page.get_by_label("prompt").press("Enter")
+        page.wait_for_function(RACE_DONE, timeout=300_000)
+        lanes = page.evaluate("document.querySelector('#race-plot .js-plotly-plot').data.map(t => t.y.length)")
+        page.screenshot(path=str(ARTIFACTS / f"race-{width}.png"), full_page=True)
         browser.close()
-    assert answer.strip() and (ARTIFACTS / "app.png").stat().st_size > 10_000
+    assert answer.strip() and colours >= 2  # accepted drafts and bonus tokens, at least
+    assert tree_points > 2  # the root, the bonus and at least one draft
+    assert len(lanes) == 2 and min(lanes) > 2

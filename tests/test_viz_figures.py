@@ -3,10 +3,12 @@
 import pytest
 from viz_records import N_MASKS, N_PROMPT, PROMPT, decode, generation, long_record, ngram_record, prefill_record
 
+from bita.records import StepRecord
 from viz.attention import attention_figure, cell_codes, key_columns, row_labels, thinned_ticks
 from viz.draft_tree import draft_tree_figure
 from viz.palette import ATTENTION_COLORS, BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, depth_color, role_color
 from viz.passes import tokens_per_pass_figure
+from viz.race import lane_curve, race_figure
 
 
 def markers(figure):
@@ -61,7 +63,7 @@ def test_long_pass_heatmap_thins_ticks_and_grows_with_rows():
     assert list(figure.layout.xaxis.ticktext[:3]) == ["P prompt slots (16)", "… 292 cached", "␣the"]
     assert len(figure.layout.xaxis.tickvals) <= 41 and figure.layout.height > attention_figure(
         generation()[1], decode).layout.height
-    assert heatmap.text[0][2] == "root ␣sat → ␣the: allowed"
+    assert heatmap.text[0][2] == "root ␣sat → ␣the: allowed<br>cached context: every row sees it"
     assert thinned_ticks(list("abc")) == ([0, 1, 2], ["a", "b", "c"])
     assert thinned_ticks(list("abcde"), limit=2, keep=[1]) == ([0, 1, 3], ["a", "b", "d"])
 
@@ -78,6 +80,29 @@ def test_prefill_heatmap_labels_prompt_rows_from_context():
     assert ((codes > 0) == record.attention).all()  # nothing collapsed
     assert codes[5, 0] == 1 and codes[0, 0] == 0  # a mask row sees the prompt slots, an ordinary row does not
     assert codes[4, 4 + 3] == 3 and codes[4, 4 + 4] == 4  # the root row sees the context row and itself
+
+
+def test_heatmap_hover_says_why_each_cell_is_on_or_off():
+    """efficient:3,2,1 with 3 masks: rows root, nodes 0-5 (3, 4 under 0; 5 under 3), then the
+    groups of the root and of each node; columns: prompt slots, 5 cached, then the new rows."""
+    record = generation()[1]
+    figure = attention_figure(record, decode)
+    first_new = len(figure.data[0].z[0]) - record.rows
+    why = [[cell.split("<br>")[1] for cell in line] for line in figure.data[0].text]
+    new = [line[first_new:] for line in why]
+    root, node0, node1, node3 = 0, 1, 2, 4
+    group_root, group_node0 = 7, 10  # first mask of each group
+    assert why[root][0].startswith("prompt slot: ordinary rows never see it")
+    assert why[group_root][0] == "prompt slot: the learned prompt steers the mask rows"
+    assert new[root][root] == "itself" and new[root][node0] == "a draft: the root and context never see drafts"
+    assert new[node3][node0] == "same path: an ancestor draft"
+    assert new[node3][node1].startswith("not on its path") and new[node0][root].startswith("the root and the context")
+    assert new[group_node0 + 1][group_node0] == "own group: an earlier mask"
+    assert new[group_node0][group_node0 + 1].startswith("own group: a later mask")
+    assert new[group_node0][group_root].startswith("another group")
+    assert new[group_node0][node0].startswith("same path: its group's anchor")
+    assert new[group_root][node0] == "not on its group's path"
+    assert new[node0][group_root].startswith("a mask: ordinary rows never see masks")
 
 
 def test_attention_without_a_recorded_mask_says_how_to_get_one():
@@ -109,3 +134,24 @@ def test_drafts_show_who_proposed_them():
     assert "◆ context n-gram" in figure.layout.title.text
     assert "◆" not in draft_tree_figure(generation()[1], decode).layout.title.text
     assert row_labels(record, decode)[1:6] == ["␣on d1r0+ng", "␣dog d1r1", "␣a d2r0", "␣the d2ng", "␣mat d3ng"]
+
+
+def test_race_chart_steps_each_lane_by_its_passes():
+    ar = [StepRecord(index=i, kind="ar", position=i, root=1, rows=1, emitted=[5], seconds=0.05) for i in range(4)]
+    bita = generation()
+    for record in bita:
+        record.seconds = 0.06
+    seconds, tokens = lane_curve(ar)
+    assert seconds == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2]) and tokens == [0, 1, 2, 3, 4]
+    figure = race_figure([("AR", ar), ("BiTA", bita)])
+    lanes = {trace.name.split(":")[0]: trace for trace in figure.data}
+    assert list(lanes["BiTA"].y) == [0, 1, 4, 5, 7, 9] and lanes["BiTA"].line.shape == "hv"
+    assert lanes["AR"].name == "AR: 20.0 tok/s" and lanes["BiTA"].name == "BiTA: 30.0 tok/s"
+
+
+def test_figures_fit_a_phone_legend_below_title_wrapped():
+    figure = tokens_per_pass_figure(generation())
+    assert figure.layout.legend.orientation == "h" and figure.layout.legend.y < 0
+    assert figure.layout.title.text.startswith("Tokens per forward pass:<br><sup>9 in 5 passes")
+    heatmap = attention_figure(generation()[1], decode).data[0]
+    assert heatmap.colorbar.orientation == "h" and heatmap.colorbar.y > 1

@@ -48,14 +48,17 @@ def test_rejected_alternatives_are_the_drafts_that_lost_to_the_bonus():
 def test_html_colours_each_token_by_role_and_strikes_the_best_rejected_draft():
     records = generation()
     page = output_html(records, decode)
-    tokens = re.findall(r'<span style="background-color:([^;]+);[^"]*" title="([^"]*)">(.*?)</span>', page)
+    tokens = re.findall(r'<span class="bita-tok bita-turn-0 bita-pass-(\d+)" style="background-color:([^;]+);[^"]*" '
+                        r'title="([^"]*)">(.*?)</span>', page)
     assert len(tokens) == sum(len(r.emitted) for r in records)
-    assert [c for c, _, _ in tokens] == [BONUS_COLOR, depth_color(1), depth_color(2), BONUS_COLOR, BONUS_COLOR,
+    assert [int(p) for p, _, _, _ in tokens] == [0, 1, 1, 1, 2, 3, 3, 4, 4]  # the pass a click on the token opens
+    assert [c for _, c, _, _ in tokens] == [BONUS_COLOR, depth_color(1), depth_color(2), BONUS_COLOR, BONUS_COLOR,
                                          depth_color(1), BONUS_COLOR, depth_color(1), depth_color(2)]
-    assert tokens[3][1].startswith("pass 1 (tree) · bonus") and "&#x27; a&#x27; (rank 0" in tokens[3][1]
+    assert tokens[3][2].startswith("pass 1 (tree) · bonus") and "&#x27; a&#x27; (rank 0" in tokens[3][2]
     struck = re.findall(rf'<span style="color:{REJECTED_COLOR};text-decoration:line-through[^>]*>(.*?)</span>', page)
     assert struck == [" a", " ok", " on"]  # best rank only, per pass with rejected drafts (pass 4 took all)
-    assert "<style" not in page and "class=" not in page
+    assert "<style" not in page and "underline" not in page  # no n-gram drafts here
+    assert 'class="bita-tok bita-turn-2 bita-pass-4"' in output_html(records, decode, turn=2)
 
 
 def test_html_escapes_token_text_and_renders_newlines_as_breaks():
@@ -81,3 +84,5 @@ def test_hover_names_the_context_ngram_for_its_drafts():
     titles = re.findall(r'title="([^"]*)"', html_text)
     assert "depth 1 (rank 0, p=0.45, and the context n-gram)" in titles[0]
     assert "depth 2 (context n-gram)" in titles[1]
+    underlined = re.findall(r'<span class="bita-tok[^"]*" style="[^"]*underline dotted[^"]*"', html_text)
+    assert len(underlined) == 2  # both accepted drafts came (also) from the n-gram; the bonus did not

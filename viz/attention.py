@@ -20,6 +20,7 @@ from bita.records import StepRecord
 from bita.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
+from .layout import fit_narrow
 from .palette import ATTENTION_COLORS, KEY_KINDS
 
 CELL_NAMES = ("blocked", *KEY_KINDS)  # colorbar ticks, in code order
@@ -91,6 +92,48 @@ def key_columns(record: StepRecord, rows: list[str], decode: Decode, context_tok
     return columns
 
 
+WHY = {  # (row kind or "mask"/"ordinary", column kind, allowed) -> why, for a cell's hover
+    ("mask", "prompt", True): "prompt slot: the learned prompt steers the mask rows",
+    ("ordinary", "prompt", False): "prompt slot: ordinary rows never see it, so they compute what AR computes",
+    ("any", "cached", True): "cached context: every row sees it",
+    ("ordinary", "chain", True): "earlier ordinary token: causal",
+    ("ordinary", "chain", False): "later ordinary token: causal",
+    ("draft", "chain", True): "the root and the context before it lie on every path",
+    ("ordinary", "candidate", False): "a draft: the root and context never see drafts",
+    ("candidate", "candidate", True): "same path: an ancestor draft",
+    ("candidate", "candidate", False): "not on its path (another branch, or below it)",
+    ("mask", "candidate", True): "same path: its group's anchor or an ancestor of it",
+    ("mask", "candidate", False): "not on its group's path",
+    ("ordinary", "mask", False): "a mask: ordinary rows never see masks, so drafting leaves verification exact",
+    ("own group", "mask", True): "own group: an earlier mask",
+    ("own group", "mask", False): "own group: a later mask (mask i sees masks up to i)",
+    ("other group", "mask", False): "another group: groups draft for different anchors",
+}
+
+
+def cell_reason(row_kind: str, column_kind: str, allowed: bool, same_group: bool = False,
+                same_row: bool = False) -> str:
+    """Why a row may (or may not) attend a key column, in words; ``same_group``: both are mask
+    rows of one group; ``same_row``: the key is the row itself."""
+    if same_row:
+        return "itself"
+    if column_kind == "cached":
+        return WHY[("any", "cached", True)]
+    if column_kind in ("context", "root"):
+        return WHY[("draft" if row_kind in ("candidate", "mask") and allowed else "ordinary", "chain", allowed)]
+    if column_kind == "mask" and row_kind == "mask":
+        return WHY[("own group" if same_group else "other group", "mask", allowed)]
+    kind = row_kind if (row_kind, column_kind, allowed) in WHY else "mask" if row_kind == "mask" else "ordinary"
+    return WHY[(kind, column_kind, allowed)]
+
+
+def mask_groups(row_kinds: Sequence[str], n_groups: int) -> list[int | None]:
+    """[R] mask group of each new row (None for ordinary rows); groups are consecutive and equal."""
+    n_masks = max(1, row_kinds.count("mask") // max(1, n_groups))
+    masks = count()
+    return [next(masks) // n_masks if kind == "mask" else None for kind in row_kinds]
+
+
 def cell_codes(attention: torch.Tensor, columns: list[KeyColumn]) -> torch.Tensor:
     """[R, len(columns)] long: 0 where blocked, else 1 + KEY_KINDS.index(column kind)."""
     attention = attention.bool().cpu()
@@ -120,9 +163,15 @@ def attention_figure(record: StepRecord, decode: Decode, context_tokens: Sequenc
     rows = row_labels(record, decode, context_tokens)
     columns = key_columns(record, rows, decode, context_tokens)
     codes = cell_codes(record.attention, columns)
+    groups = mask_groups(record.row_kinds, 1 + sum(n.has_group for n in record.nodes))
+    first_new = len(columns) - len(rows)
+    column_groups = [None] * first_new + groups
     hover = [[f"{row} → {column.label}: {'allowed' if code else 'blocked'}"
               + (f" ({len(column.sources)} keys)" if len(column.sources) > 1 else "")
-              for column, code in zip(columns, line)] for row, line in zip(rows, codes.tolist())]
+              + "<br>" + cell_reason(kind, column.kind, bool(code), group is not None and group == column_groups[c],
+                                     c - first_new == r)
+              for c, (column, code) in enumerate(zip(columns, line))]
+             for r, (row, kind, group, line) in enumerate(zip(rows, record.row_kinds, groups, codes.tolist()))]
     figure = go.Figure(go.Heatmap(
         z=codes.tolist(), x=list(range(len(columns))), y=list(range(len(rows))), text=hover, hoverinfo="text",
         zmin=-0.5, zmax=len(ATTENTION_COLORS) - 0.5, colorscale=_discrete_colorscale(ATTENTION_COLORS), xgap=1, ygap=1,
@@ -141,4 +190,4 @@ def attention_figure(record: StepRecord, decode: Decode, context_tokens: Sequenc
         template="plotly_white", height=max(420, 220 + 14 * n_rows),
         xaxis=dict(tickvals=x_ticks[0], ticktext=x_ticks[1], tickangle=-60, title="key column"),
         yaxis=dict(tickvals=y_ticks[0], ticktext=y_ticks[1], autorange="reversed", title="new row"))
-    return figure
+    return fit_narrow(figure)

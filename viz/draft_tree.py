@@ -16,6 +16,7 @@ from bita.tree import ROOT
 from bita.trie import MASK
 
 from .labels import Decode, draft_origin, token_label
+from .layout import fit_narrow
 from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, SOURCE_SYMBOLS, depth_color
 from .tokens import accepted_nodes
 
@@ -99,4 +100,4 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
         height=max(300, 120 + 36 * leaves), hovermode="closest",
         xaxis=dict(title="depth", dtick=1, range=[-0.5, max(x for x, _ in positions.values()) + 1]),
         yaxis=dict(visible=False, autorange="reversed"))
-    return figure
+    return fit_narrow(figure)

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 from bita.records import StepRecord
 
+from .layout import fit_narrow
 from .palette import BONUS, accepted_role, role_color
 from .tokens import emitted_roles
 
@@ -38,4 +39,4 @@ def tokens_per_pass_figure(records: Sequence[StepRecord]) -> go.Figure:
                          yaxis_title="tokens emitted", yaxis_dtick=1, bargap=0.1,
                          title=f"Tokens per forward pass: {emitted} in {len(records)} passes "
                                f"(tau {emitted / max(1, len(records)):.2f})")
-    return figure
+    return fit_narrow(figure)

@@ -3,6 +3,8 @@
 Every forward pass emits its accepted drafts (depth 1, 2, ...) and then its bonus token (the
 model's own prediction after them). Hover text on each token names its pass and role and lists
 the drafts that pass rejected for its bonus position; the best of those is shown struck through.
+Accepted drafts that the context n-gram proposed are underlined. Each token's span carries the
+classes ``bita-tok bita-turn-T bita-pass-N``, so a page can open pass N of answer T on a click.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from dataclasses import dataclass
 
 from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from bita.tree import ROOT
+from bita.trie import MASK
 
 from .labels import Decode, draft_origin
-from .palette import BONUS, REJECTED_COLOR, accepted_role, role_color
+from .palette import BONUS, REJECTED_COLOR, accepted_role, depth_color, role_color
 
 _TOKEN_STYLE = "background-color:{color};color:#111;border-radius:3px;padding:0 1px"
 _REJECTED_STYLE = (f"color:{REJECTED_COLOR};text-decoration:line-through;opacity:0.75;"
                    "font-size:0.85em;margin:0 2px")
+_NGRAM_STYLE = ";text-decoration:underline dotted 2px;text-underline-offset:3px"
 _BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;"
               "word-break:break-word;line-height:1.8")
 
@@ -91,20 +95,30 @@ def _hover(record: StepRecord, role: str, alternatives: list[DraftNode], decode:
     return f"pass {record.index} ({record.kind}) · {what}\nrejected at the bonus position: {lost or 'none'}"
 
 
-def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True) -> str:
-    """The output as one <div>: a <span> per emitted token, background by role, ``title`` hover
-    text; after each pass, its best rejected alternative struck through (when ``show_rejected``).
+def emitted_sources(record: StepRecord) -> list[str | None]:
+    """Who proposed each token of ``record.emitted``: the accepted node's source (bita/trie.py:
+    MASK, NGRAM or BOTH), None for the bonus."""
+    path = [record.nodes[i].source for i in accepted_nodes(record)]
+    return [path[i] if i < len(path) else None for i in range(len(record.emitted))]
+
+
+def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True, turn: int = 0) -> str:
+    """The output as one <div>: a <span> per emitted token, background by role, underlined when
+    the context n-gram proposed it, ``title`` hover text, classes naming ``turn`` and its pass;
+    after each pass, its best rejected alternative struck through (when ``show_rejected``).
     Inline styles only; newlines become <br>."""
     spans = iter(token_spans(records, decode))
     parts = []
     for record in records:
         alternatives = rejected_alternatives(record)
-        for _ in record.emitted:
+        for source in emitted_sources(record):
             span = next(spans)
             title = html.escape(_hover(record, span.role, alternatives, decode))
             text = html.escape(span.text).replace("\n", "<br>")
-            style = _TOKEN_STYLE.format(color=role_color(span.role))
-            parts.append(f'<span style="{style}" title="{title}">{text}</span>')
+            style = _TOKEN_STYLE.format(color=role_color(span.role)) + (_NGRAM_STYLE if source not in (None, MASK)
+                                                                         else "")
+            parts.append(f'<span class="bita-tok bita-turn-{turn} bita-pass-{record.index}" style="{style}" '
+                         f'title="{title}">{text}</span>')
         if show_rejected and alternatives:
             best = alternatives[0]
             text = html.escape(decode([best.token]).replace("\n", "↵"))
@@ -114,9 +128,11 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
 
 
 def legend_html(depths: int = 4) -> str:
-    """A one-line key: accepted depth 1..``depths``, bonus, rejected draft."""
+    """A one-line key: accepted depth 1..``depths``, bonus, n-gram underline, rejected draft."""
     chips = [(accepted_role(d), f"accepted depth {d}") for d in range(1, depths + 1)] + [(BONUS, "bonus (model's own)")]
     parts = [f'<span style="{_TOKEN_STYLE.format(color=role_color(role))};margin-right:6px">{html.escape(text)}</span>'
              for role, text in chips]
+    parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{_NGRAM_STYLE};margin-right:6px">'
+                 'proposed by the context n-gram</span>')
     parts.append(f'<span style="{_REJECTED_STYLE}">rejected draft</span>')
     return f'<div style="{_BOX_STYLE};font-size:0.9em">{"".join(parts)}</div>'
