@@ -1,4 +1,4 @@
-"""Plain greedy autoregressive decoding: our cached loop (same step records) and HF generate."""
+"""Plain autoregressive decoding, greedy or sampled: our cached loop (same step records) and HF generate."""
 
 from __future__ import annotations
 
@@ -10,26 +10,31 @@ from transformers import DynamicCache, GenerationConfig
 
 from .decoding import device_of, timed
 from .records import StepRecord
+from .sampling import GREEDY, Sampling, next_token
 from .stopping import StopCondition
 
 
 @torch.inference_mode()
-def _ar_pass(model: nn.Module, cache: DynamicCache, tokens: list[int]) -> int:
-    """Feed ``tokens`` after the cache; return the argmax next token."""
+def _ar_pass(model: nn.Module, cache: DynamicCache, tokens: list[int], sampling: Sampling,
+             generator: torch.Generator | None) -> int:
+    """Feed ``tokens`` after the cache; return the next token (argmax, or drawn from p)."""
     input_ids = torch.tensor([tokens], device=device_of(model))
     logits = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-    return int(logits[0, -1].argmax())
+    return next_token(logits[0, -1], sampling, generator)
 
 
-def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition) -> Iterator[StepRecord]:
-    """Greedy AR generation with a KV cache, one StepRecord (kind "ar") per forward pass."""
+def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition,
+             sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+    """AR generation with a KV cache, one StepRecord (kind "ar") per forward pass; greedy, or
+    sampled (bita/sampling.py) with one generator for this run seeded from ``sampling.seed``."""
     cache = DynamicCache(config=model.config)
     device = device_of(model)
+    generator = sampling.generator()
     feed, position, index, finish = list(prompt_ids), 0, 0, None
     while finish is None:
-        token, seconds = timed(device, lambda: _ar_pass(model, cache, feed))
+        token, seconds = timed(device, lambda: _ar_pass(model, cache, feed, sampling, generator))
         record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
-                            rows=len(feed), bonus=token, seconds=seconds)
+                            rows=len(feed), bonus=token, seconds=seconds, sampled=not sampling.greedy)
         record.emitted, record.finish = stop.take([token])
         finish = record.finish
         yield record
@@ -43,14 +48,35 @@ def greedy_config(max_new_tokens: int, eos_token_ids: list[int]) -> GenerationCo
                             eos_token_id=eos_token_ids or None, pad_token_id=eos_token_ids[0] if eos_token_ids else 0)
 
 
+def sampling_config(max_new_tokens: int, eos_token_ids: list[int], sampling: Sampling) -> GenerationConfig:
+    """``greedy_config``, or for a sampling ``sampling`` HF's multinomial sampling with exactly its
+    temperature, top-k and top-p. Every other sampling warper and the repetition penalty are set
+    neutral explicitly: generate fills unset (None) fields from the model's generation config."""
+    config = greedy_config(max_new_tokens, eos_token_ids)
+    if not sampling.greedy:
+        config.update(do_sample=True, temperature=float(sampling.temperature), top_k=sampling.top_k,
+                      top_p=float(sampling.top_p), typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0,
+                      repetition_penalty=1.0)
+    return config
+
+
 @torch.inference_mode()
 def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int],
-                prompt_lookup_tokens: int | None = None) -> list[int]:
-    """The reference: transformers' greedy ``generate`` with its KV cache. Returns new tokens.
+                prompt_lookup_tokens: int | None = None, sampling: Sampling = GREEDY) -> list[int]:
+    """The reference: transformers' ``generate`` with its KV cache, greedy or sampled. Returns new tokens.
+
     ``prompt_lookup_tokens``: HF prompt lookup decoding, proposing that many tokens a pass
-    (copied from where the last n-gram, up to 2 tokens, occurred before in prompt and output)."""
+    (copied from where the last n-gram, up to 2 tokens, occurred before in prompt and output);
+    with sampling it draws every verified position from the warped target distribution and
+    keeps the drafts up to the first one that differs from its draw, which is exact for
+    deterministic drafts. ``generate`` takes no generator: a sampled call seeds torch's global
+    generators with ``torch.manual_seed(sampling.seed)`` (a side effect on the process's global
+    random state); on the CPU it then draws what our AR loop draws with the same seed.
+    """
     input_ids = torch.tensor([prompt_ids], device=device_of(model))
-    config = greedy_config(max_new_tokens, eos_token_ids)
+    config = sampling_config(max_new_tokens, eos_token_ids, sampling)
     config.prompt_lookup_num_tokens = prompt_lookup_tokens
+    if not sampling.greedy:
+        torch.manual_seed(sampling.seed)
     output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
     return output[0, len(prompt_ids):].tolist()

@@ -43,6 +43,22 @@ def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
                         help="n-gram chain length per pass (with --drafts ngram or both)")
 
 
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy, identical to greedy "
+                        "AR; above 0: sampled from exactly the AR distribution")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass, in (0, 1] (1: off)")
+    parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens (0: off)")
+    parser.add_argument("--seed", type=int, help="seed of the run's random generator (default: a random one, "
+                        "reported)")
+
+
+def sampling_from(args: argparse.Namespace):
+    """The Sampling that ``add_sampling_arguments``' options ask for (BitaError when absurd)."""
+    from .sampling import Sampling
+
+    return Sampling(args.temperature, args.top_p, args.top_k, args.seed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bita", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -54,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--max-new-tokens", type=int, default=128)
     add_draft_arguments(generate)
     generate.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    add_sampling_arguments(generate)
     generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita")
     generate.add_argument("--json", action="store_true", help="print one JSON object")
     generate.set_defaults(run=run_generate)
@@ -92,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
     add_draft_arguments(bench)
+    add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
                        "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
@@ -128,6 +146,7 @@ def run_generate(args: argparse.Namespace) -> dict:
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
+    sampling = sampling_from(args)
     loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
@@ -136,19 +155,28 @@ def run_generate(args: argparse.Namespace) -> dict:
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens)
-        bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan, stops))
+        bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan, stops,
+                                                   sampling=sampling))
         report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason,
                       bita_tokens_per_s=bita.tokens_per_s,
                       forward_passes=bita.forward_passes, mean_accepted=bita.mean_accepted)
     if args.mode in ("ar", "both"):
-        ar = run_hf(loaded, prompt_ids, args.max_new_tokens, stops)
+        ar = run_hf(loaded, prompt_ids, args.max_new_tokens, stops, sampling=sampling)
         report.update(ar_tokens_per_s=ar.tokens_per_s)
         report.setdefault("forward_passes", ar.forward_passes)
         report.setdefault("mean_accepted", 1.0)
     main_run = bita or ar
     report.update(text=main_run.text, new_tokens=len(main_run.tokens), finish=main_run.finish)
+    if not sampling.greedy:
+        report.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                      seed=sampling.seed)
     if bita and ar:
-        report.update(identical_to_ar=bita.tokens == ar.tokens, speedup=bita.tokens_per_s / ar.tokens_per_s)
+        report.update(speedup=bita.tokens_per_s / ar.tokens_per_s)
+        if sampling.greedy:
+            report.update(identical_to_ar=bita.tokens == ar.tokens)
+        else:
+            report.update(lossless="sampled: BiTA and HF generate draw different random numbers, so their tokens "
+                                   "may differ; their output distributions are equal (tests/test_sampling.py)")
     return report
 
 
@@ -222,6 +250,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     from .suites import load_prompts
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
+    sampling = sampling_from(args)
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
     loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
@@ -231,7 +260,7 @@ def run_bench(args: argparse.Namespace) -> dict:
              "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec,
              "tree_reason": plan.reason,
              "suite": args.prompts or args.suite}
-    report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup)
+    report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, sampling=sampling)
     data, markdown = report.to_json(), report.to_markdown()
     for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):
         if path:

@@ -24,6 +24,7 @@ from .adapter import BitaAdapter
 from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
 from .ngram import NgramIndex
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from .sampling import GREEDY, Sampling, next_token, verify_sampling
 from .stopping import StopCondition
 from .tree import EMPTY_TREE, ROOT, DraftTree, verify_greedy
 from .trie import GROUPS_NONE, NGRAM_RANK, build_trie
@@ -146,20 +147,23 @@ def _timed_record(model, record_fn):
 
 @torch.inference_mode()
 def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
-            record_attention: bool = False) -> tuple[DecodeState, StepRecord]:
-    """Encode the prompt plus one mask group on its last token: the first AR token and the
-    drafts ``tree`` needs (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
+            record_attention: bool = False, sampling: Sampling = GREEDY,
+            generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
+    """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or
+    drawn with ``generator`` when ``sampling`` samples) and the drafts ``tree`` needs
+    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
         cache = adapter.prompt_cache(model, 1, model.get_input_embeddings().weight.dtype)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
-        bonus = int(logits[0].argmax())
+        bonus = next_token(logits[0], sampling, generator)
         drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
-                            bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt)
+                            bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
+                            sampled=not sampling.greedy)
         attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(model, run)
@@ -167,12 +171,14 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 
 @torch.inference_mode()
 def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree, index: int,
-              record_attention: bool = False, ngram: Sequence[int] = (),
-              ngram_groups: str = GROUPS_NONE) -> tuple[DecodeState, StepRecord]:
+              record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
+              sampling: Sampling = GREEDY, generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
 
     The candidates are the trie of ``tree`` filled with ``state.drafts`` (when there are any)
     merged with the n-gram chain ``ngram`` (bita/trie.py); groups have ``tree.depth`` masks.
+    Verification is the greedy walk, or with ``sampling`` that samples, recursive rejection
+    sampling drawing from ``generator`` (bita/sampling.py). The drafts stay top-k either way.
     """
     def run():
         drafts = state.drafts
@@ -183,7 +189,8 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
         hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
                                 state.context_length, state.context_length)
         verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + trie.tree.size)
-        verdict = verify_greedy(trie.tree, candidates, verified_logits.argmax(-1).tolist())
+        verdict = (verify_greedy(trie.tree, candidates, verified_logits.argmax(-1).tolist()) if sampling.greedy
+                   else verify_sampling(trie.tree, candidates, verified_logits, sampling, generator))
         carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
         next_drafts = (drafts_from(group_logits(layout.group_of(verdict.last)), tree.max_rank)
                        if carries_group else None)
@@ -196,7 +203,7 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
         record = StepRecord(index=index, kind="tree", position=state.context_length, root=state.root,
                             rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],
                             bonus=verdict.bonus, next_drafts=next_drafts.as_lists() if next_drafts else [],
-                            n_prompt=adapter.n_prompt)
+                            n_prompt=adapter.n_prompt, sampled=not sampling.greedy)
         attach_attention(record, layout, adapter.n_prompt, state.context_length, record_attention)
         new_state = DecodeState(state.cache, state.context_length + 1 + len(verdict.accepted),
                                 verdict.bonus, next_drafts)
@@ -215,20 +222,24 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
 
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
-               ngram_groups: str = GROUPS_NONE) -> Iterator[StepRecord]:
-    """Greedy BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
+               ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+    """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
     ``tree``: the mask tree (EMPTY_TREE: no mask drafts). ``ngram_tokens`` > 0 adds to every
     pass the n-gram chain of up to that many tokens looked up in prompt + output (bita/ngram.py).
+    ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
+    exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
     """
-    state, record = prefill(model, adapter, prompt_ids, tree, record_attention)
+    generator = sampling.generator()
+    state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
     record.emitted, record.finish = stop.take([record.bonus])
     history = NgramIndex(prompt_ids + [record.bonus]) if ngram_tokens else None
     yield record
     index = 1
     while record.finish is None:
         ngram = history.propose(ngram_tokens) if history is not None else ()
-        state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups)
+        state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
+                                  sampling, generator)
         record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
         if history is not None:
             history.extend(record.accepted + [record.bonus])

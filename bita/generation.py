@@ -12,6 +12,7 @@ from .decoding import bita_steps, device_of, timed
 from .errors import BitaError
 from .loading import LoadedModel
 from .records import StepRecord
+from .sampling import GREEDY, Sampling
 from .stopping import StopCondition
 from .tree import EMPTY_TREE, DraftTree, parse_tree_spec
 
@@ -140,6 +141,15 @@ def validate_request(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens:
                         f"{limit - len(prompt_ids) - extra_rows} new tokens")
 
 
+def check_sampling(sampling: Sampling | None) -> Sampling:
+    """None means greedy; anything but a Sampling (itself validated when made) is refused."""
+    if sampling is None:
+        return GREEDY
+    if not isinstance(sampling, Sampling):
+        raise BitaError(f"sampling must be a bita.sampling.Sampling or None (greedy), not {sampling!r}")
+    return sampling
+
+
 def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str, ...] = ()) -> StopCondition:
     return StopCondition(max_new_tokens, loaded.eos_token_ids, stop_strings, loaded.tokenizer)
 
@@ -147,20 +157,25 @@ def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str,
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,
                 tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
                 record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
-                ngram_tokens: int = DEFAULT_NGRAM_TOKENS) -> Iterator[StepRecord]:
-    """Validated BiTA step stream (AR records when the plan is plain AR)."""
+                ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None) -> Iterator[StepRecord]:
+    """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
+    (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator."""
+    sampling = check_sampling(sampling)
     plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens)
     if plan.tree is None:
-        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings)
+        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens)
+    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
+                      sampling=sampling)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
-              stop_strings: tuple[str, ...] = ()) -> Iterator[StepRecord]:
+              stop_strings: tuple[str, ...] = (), sampling: Sampling | None = None) -> Iterator[StepRecord]:
+    """Validated AR step stream, greedy (``sampling`` None) or sampled."""
+    sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
-    return ar_steps(loaded.model, prompt_ids, make_stop(loaded, max_new_tokens, stop_strings))
+    return ar_steps(loaded.model, prompt_ids, make_stop(loaded, max_new_tokens, stop_strings), sampling)
 
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:
@@ -172,12 +187,15 @@ def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> Ru
 
 
 def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
-           stop_strings: tuple[str, ...] = (), prompt_lookup_tokens: int | None = None) -> RunResult:
+           stop_strings: tuple[str, ...] = (), prompt_lookup_tokens: int | None = None,
+           sampling: Sampling | None = None) -> RunResult:
     """HF ``generate`` (the reference baseline; with ``prompt_lookup_tokens``, HF prompt lookup
-    decoding, method "pld"), cut at stop strings like the other loops."""
+    decoding, method "pld"), greedy or sampled (seeding torch's global generators, see
+    ``hf_generate``), cut at stop strings like the other loops."""
+    sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
     generated, seconds = timed(device_of(loaded.model), lambda: hf_generate(
-        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens))
+        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens, sampling))
     tokens, finish = make_stop(loaded, max_new_tokens, stop_strings).take(generated)
     return RunResult("pld" if prompt_lookup_tokens else "hf", tokens,
                      loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

@@ -40,6 +40,9 @@ class StepRecord:
     next_drafts: per depth, (token, prob) candidates drafted for the next pass.
     seconds: wall time of the forward pass and its verification (device-synchronised).
     finish: "eos" | "stop" | "length" once generation ends at this pass, else None.
+    sampled: the pass sampled (temperature > 0): each accepted draft won a random draw, and the
+        bonus was drawn from the model's distribution, renormalised without the candidates the
+        walk rejected just before it (bita/sampling.py); else both are argmaxes.
     attention: on request, bool [rows, P + C + rows] key visibility of each new row.
     row_kinds: on request, per new row "context" | "root" | "candidate" | "mask".
     """
@@ -59,3 +62,4 @@ class StepRecord:
     attention: torch.Tensor | None = None
     row_kinds: list[str] | None = None
     n_prompt: int = 0
+    sampled: bool = False

@@ -44,6 +44,17 @@ def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[
     return [torch.randint(3, VOCAB, (int(n),), generator=generator).tolist() for n in lengths]
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Run a module's many tiny passes on one thread: on a busy 2-core machine, two intra-op
+    threads made a tiny pass 5-50x slower (they wait for each other), and a tiny pass has
+    nothing to split. The previous count comes back afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def default_model():
     """The real embedded default model (SmolLM2-135M-Instruct), loaded once."""
