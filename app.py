@@ -29,6 +29,7 @@ from bita.loading import encode_chat, load_model
 from bita.model_thread import ModelThread
 from bita.race import Lane, drafted, race, speedup
 from bita.records import StepRecord
+from bita.sampling import MAX_TEMPERATURE, Sampling
 from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from viz.attention import attention_figure
 from viz.draft_tree import draft_tree_figure
@@ -155,15 +156,15 @@ def throttled(stream, interval: float):
         yield held
 
 
-def status_line(records: list[StepRecord], plan: TreePlan, device: str) -> str:
+def status_line(records: list[StepRecord], plan: TreePlan, sampling: Sampling, device: str) -> str:
     tokens = sum(len(r.emitted) for r in records)
     seconds = sum(r.seconds for r in records)
     rate = tokens / seconds if seconds else 0.0
     return (f"**{tokens} tokens in {len(records)} forward passes** (tau {tokens / max(1, len(records)):.2f}), "
-            f"{rate:.1f} tok/s on {device}. Tree: {plan.reason}.")
+            f"{rate:.1f} tok/s on {device}; {sampling.describe()}. Tree: {plan.reason}.")
 
 
-def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
+def race_table(ar: Lane, bita: Lane, plan: TreePlan, sampling: Sampling, device: str) -> str:
     rows = [f"| {lane.name} | {lane.passes} | {len(lane.tokens) / max(1, lane.passes):.2f} | "
             f"{lane.tokens_per_s:.1f} | {'done' if lane.finished else 'running'} |" for lane in (ar, bita)]
     so_far = "" if ar.finished and bita.finished else " so far"
@@ -177,19 +178,26 @@ def race_table(ar: Lane, bita: Lane, plan: TreePlan, device: str) -> str:
         headline = ("**No speedup shown**: no BiTA pass has accepted a draft, so both lanes did the same "
                     "one-token passes and any difference in tok/s is noise")
     return "\n".join([
-        f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone. "
+        f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone; {sampling.describe()}"
+        f"{' (each lane draws its own sample, from the same distribution)' if not sampling.greedy else ''}. "
         f"BiTA tree: {plan.reason}.", "",
         "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
 
 
 def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: str = DEFAULT_DRAFTS) -> gr.Blocks:
-    def settings_of(adapter_name, tree, max_new_tokens, drafts, drafting=False):
+    def settings_of(adapter_name, tree, max_new_tokens, drafts, temperature, top_p, top_k, seed, drafting=False):
+        """(adapter, TreePlan, max new tokens, Sampling) of a request's settings."""
         try:
             adapter, plan = engine.setup(adapter_name or engine.default_adapter, (tree or "auto").strip(),
                                          drafts or DEFAULT_DRAFTS, drafting)
+            seed = str(seed or "").strip()
+            if seed and not seed.isdigit():
+                raise BitaError(f"seed must be a whole number (or blank: a new one per answer), not {seed!r}")
+            sampling = Sampling(float(temperature or 0), float(1 if top_p is None else top_p), int(top_k or 0),
+                                int(seed) if seed else None)
         except BitaError as error:
             raise gr.Error(str(error)) from None
-        return adapter, plan, int(max_new_tokens)
+        return adapter, plan, int(max_new_tokens), sampling
 
     def pass_views(conversation: Conversation, turn_index: int, index: int):
         """(pass slider, draft tree figure, the pass's verification in sentences, attention figure)
@@ -212,16 +220,16 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         return slider, tree, story, attention_figure(record, engine.decode, turn.context(index))
 
     @gpu
-    def chat(message, conversation: Conversation, adapter_name, tree, max_new_tokens, drafts):
+    def chat(message, conversation: Conversation, *settings):
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
-        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts, drafting=True)
+        adapter, plan, max_new_tokens, sampling = settings_of(*settings, drafting=True)
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages))
         try:
             steps = engine.thread.call(stream_bita, engine.loaded, adapter, turn.prompt_ids, max_new_tokens, plan,
-                                       record_attention=True)
+                                       record_attention=True, sampling=sampling)
         except BitaError as error:
             raise gr.Error(str(error)) from None
         updated = Conversation(messages, conversation.turns + [turn])
@@ -233,11 +241,11 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
 
         for _ in throttled(progress(), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, engine.device),
+            yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, sampling, engine.device),
                    updated, "", *([gr.skip()] * 6))
         shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
-        yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, engine.device),
+        yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, sampling, engine.device),
                updated, "", -1, *pass_views(updated, -1, shown), tokens_per_pass_figure(records))
 
     def picked_token(picked: str, conversation: Conversation):
@@ -264,21 +272,22 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         return gr.Timer(active=playing), gr.Button(value="⏸ Pause" if playing else "▶ Play"), playing
 
     @gpu
-    def side_by_side(prompt, adapter_name, tree, max_new_tokens, drafts):
+    def side_by_side(prompt, *settings):
         prompt = (prompt or "").strip()
         if not prompt:
             raise gr.Error("Type a prompt first.")
-        adapter, plan, max_new_tokens = settings_of(adapter_name, tree, max_new_tokens, drafts)
+        adapter, plan, max_new_tokens, sampling = settings_of(*settings)
         ids = encode_chat(engine.loaded.tokenizer, [{"role": "user", "content": prompt}])
         try:
-            ar = engine.thread.call(stream_ar, engine.loaded, ids, max_new_tokens)
-            bita = engine.thread.call(stream_bita, engine.loaded, adapter, ids, max_new_tokens, plan)
+            ar = engine.thread.call(stream_ar, engine.loaded, ids, max_new_tokens, sampling=sampling)
+            bita = engine.thread.call(stream_bita, engine.loaded, adapter, ids, max_new_tokens, plan,
+                                      sampling=sampling)
         except BitaError as error:
             raise gr.Error(str(error)) from None
         for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita))),
                                             RACE_UI_INTERVAL_S):
             yield (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),
-                   race_table(ar_lane, bita_lane, plan, engine.device),
+                   race_table(ar_lane, bita_lane, plan, sampling, engine.device),
                    race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
             time.sleep(RACE_SETTLE_S)
 
@@ -287,7 +296,8 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         inspected = gr.State(-1)  # which answer the inspector shows (-1: the last)
         playing = gr.State(False)
         gr.Markdown(f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{engine.loaded.name}** on "
-                    f"**{engine.device}**. Every answer is token-for-token what plain greedy decoding gives; "
+                    f"**{engine.device}**. Every answer is token-for-token what plain greedy decoding gives (sampled "
+                    "answers, at a temperature above 0, follow exactly the distribution AR sampling draws from); "
                     "the colours show which forward pass produced each token and how (hover a token for its pass "
                     "and the drafts it beat; click it to inspect that pass).")
         with gr.Accordion("Settings", open=False):
@@ -299,7 +309,16 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
                                      info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
                                           "diamonds in the draft tree, underlined tokens), or both merged in one tree")
             length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
-        settings = [adapter_box, tree_box, length_box, drafts_box]  # drafts last: API calls may leave it out
+            with gr.Row():
+                temperature_box = gr.Slider(0, min(2.0, MAX_TEMPERATURE), value=0, step=0.05, label="temperature",
+                                            info="0: greedy; above 0: sampled, exactly from AR's distribution",
+                                            min_width=200)
+                top_p_box = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", info="1: off", min_width=200)
+                top_k_box = gr.Slider(0, 200, value=0, step=1, label="top-k", info="0: off", min_width=200)
+                seed_box = gr.Textbox("", label="seed", info="blank: a new seed per answer, shown in the status line",
+                                      min_width=200)
+        # the API's order; the optional ones last, so API calls may leave them out
+        settings = [adapter_box, tree_box, length_box, drafts_box, temperature_box, top_p_box, top_k_box, seed_box]
         with gr.Tab("Chat"):
             gr.HTML(legend_html())
             copy_answer = gr.Button("Copy answer", size="sm", render=False)

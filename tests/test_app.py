@@ -132,6 +132,17 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
     assert [lane["name"].split(":")[0] for lane in lanes] == ["AR", "BiTA"] and lanes[0]["y"][-1] == 24
 
 
+def test_sampled_answers_are_reproducible_from_their_seed(app_url):
+    """Temperature, top-p, top-k and seed from the settings: two sessions asking with the same
+    seed get the same sampled answer; the status line names the settings."""
+    from gradio_client import Client
+
+    settings = ("Name a colour and say why you like it.", ADAPTER, "auto", 24, "both", 0.9, 0.95, 40, "7")
+    first, second = (Client(app_url, verbose=False).predict(*settings, api_name="/chat") for _ in range(2))
+    assert first[1] == second[1] and first[1].strip()
+    assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2]
+
+
 def test_bad_input_is_refused_with_a_clear_message(app_url):
     from gradio_client import Client
     from gradio_client.exceptions import AppError
@@ -145,6 +156,10 @@ def test_bad_input_is_refused_with_a_clear_message(app_url):
         client.predict("word " * 9000, ADAPTER, "auto", 16, api_name="/chat")
     with pytest.raises(AppError, match="tree"):
         client.predict("hi", ADAPTER, "efficient:9,9,9,9,9", 16, api_name="/chat")
+    with pytest.raises(AppError, match="minimum"):  # top-p 0: refused by the slider's range
+        client.predict("hi", ADAPTER, "auto", 16, "both", 0.7, 0.0, 0, "1", api_name="/chat")
+    with pytest.raises(AppError, match="seed must be a whole number"):
+        client.predict("hi", ADAPTER, "auto", 16, "both", 0.7, 1.0, 0, "lucky", api_name="/chat")
 
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

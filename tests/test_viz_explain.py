@@ -41,3 +41,20 @@ def test_prefill_and_plain_ar_passes_get_one_sentence():
     assert len(prefill) == 1 and "first token of the answer" in prefill[0] and "“␣mat”" in prefill[0]
     assert ar == ["A plain AR pass: after “␣cat” the model's own next token is “␣sat”; nothing was drafted, "
                   "so the pass emits that one token."]
+
+
+def test_a_sampled_pass_tells_of_draws_not_argmaxes():
+    """generation()[1] read as sampled: depth 1 accepted its first candidate, depth 2 its first,
+    depth 3's only candidate lost its draw, and the bonus was drawn without it."""
+    record = generation()[1]
+    record.sampled = True
+    steps = verification_steps(record, decode)
+    assert len(steps) == 4 and "model's own next token" not in " ".join(steps)
+    assert steps[0].startswith("1. After “␣mat” the depth-1 candidate “.” (rank 0") and "won its draw" in steps[0]
+    assert steps[2] == ("3. After “↵” the candidates “␣a” lost their draws; the bonus “&lt;script&gt;” is drawn from "
+                        "the model's distribution without the rejected candidates (renormalised).")
+    assert steps[3].endswith("(2 accepted + the drawn bonus), distributed exactly as AR sampling.")
+    full = generation()[4]
+    full.sampled = True
+    assert verification_steps(full, decode)[3] == ("4. After “␣mat” the bonus “.” is drawn from the model's "
+                                                   "distribution.")

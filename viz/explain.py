@@ -3,7 +3,9 @@
 Algorithm 1 walks the draft tree from the root: at each depth the model's own next token
 (the argmax of the row of the last accepted token) is compared with the candidates hanging
 there; a match is accepted and the walk goes on below it, otherwise the model's token is the
-pass's bonus and the walk ends. Pure: the record and a token decoder in, Markdown lines out.
+pass's bonus and the walk ends. A sampled pass (``record.sampled``) walks the same way, but each
+candidate is tried against the model's distribution and accepted with its probability, and the
+bonus is drawn (bita/sampling.py). Pure: the record and a token decoder in, Markdown lines out.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ def quoted(decode: Decode, token: int) -> str:
 def verification_steps(record: StepRecord, decode: Decode) -> list[str]:
     """[sentence] per verification step of ``record`` (Markdown), the last one the pass's total."""
     bonus = quoted(decode, record.bonus)
+    own = "the model draws" if record.sampled else "the model's own next token is"
     if record.kind == "prefill":
         return [f"The prefill pass reads the whole prompt; after its last token {quoted(decode, record.root)} "
-                f"the model's own next token is {bonus}, the first token of the answer, and the mask group "
+                f"{own} {bonus}, the first token of the answer, and the mask group "
                 "after it drafts the candidates of the next pass."]
     if record.kind == "ar" or not record.nodes:
-        return [f"A plain AR pass: after {quoted(decode, record.root)} the model's own next token is {bonus}; "
+        return [f"A plain AR pass: after {quoted(decode, record.root)} {own} {bonus}; "
                 "nothing was drafted, so the pass emits that one token."]
+    if record.sampled:
+        return sampled_steps(record, decode)
     steps, parent, previous = [], ROOT, record.root
     for depth in range(1, record.nodes[-1].depth + 2):
         children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]
@@ -49,4 +54,29 @@ def verification_steps(record: StepRecord, decode: Decode) -> list[str]:
     emitted = len(record.accepted) + 1
     steps.append(f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
                  f"({len(record.accepted)} accepted + the bonus).")
+    return steps
+
+
+def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
+    """The sentences of a sampled pass: per depth, the candidates tried in tree order (each
+    accepted with its probability under the model), then the drawn bonus."""
+    steps, parent, previous = [], ROOT, record.root
+    for depth in range(1, record.nodes[-1].depth + 2):
+        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]  # the order they are tried
+        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
+        tried = children[: children.index(hit)] if hit else children
+        lost = ", ".join(quoted(decode, n.token) for _, n in tried)
+        lead = f"{depth}. After {quoted(decode, previous)}" + (f" the candidates {lost} lost their draws;" if lost else "")
+        if hit is not None:
+            steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit[1].token)} "
+                         f"({draft_origin(hit[1])}) won its draw (accepted with the model's probability of it): "
+                         "**accepted**.")
+            parent, previous = hit[0], hit[1].token
+            continue
+        left = " without the rejected candidates (renormalised)" if tried else ""
+        steps.append(f"{lead} the bonus {quoted(decode, record.bonus)} is drawn from the model's distribution{left}.")
+        break
+    emitted = len(record.accepted) + 1
+    steps.append(f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
+                 f"({len(record.accepted)} accepted + the drawn bonus), distributed exactly as AR sampling.")
     return steps
