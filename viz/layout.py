@@ -6,16 +6,13 @@ import plotly.graph_objects as go
 
 
 def fit_narrow(figure: go.Figure) -> go.Figure:
-    """Legend in a row under the plot, a heatmap's colour bar in a row above it, small margins, a
-    title that wraps rather than runs off (its part after the first ': ' on a second, smaller
-    line). Returns ``figure``."""
+    """Legend in a row under the plot, clear of the x-axis title; a heatmap's colour bar thin;
+    small margins; a title that wraps rather than runs off (its part after the first ': ' on a
+    second, smaller line). Returns ``figure``."""
     title = figure.layout.title.text or ""
     head, sep, tail = title.partition(": ")
     figure.update_layout(
         title=dict(text=f"{head}{sep.strip()}<br><sup>{tail}</sup>" if tail else title, font=dict(size=15)),
-        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0), margin=dict(l=40, r=10, t=70, b=40))
-    if any(trace.type == "heatmap" for trace in figure.data):  # its colour bar goes above the plot
-        figure.update_traces(colorbar=dict(orientation="h", yanchor="bottom", y=1.01, thickness=10, title=None),
-                             selector=dict(type="heatmap"))
-        figure.update_layout(margin_t=120)
+        legend=dict(orientation="h", yanchor="top", y=-0.35, x=0), margin=dict(l=40, r=10, t=70, b=40))
+    figure.update_traces(colorbar=dict(thickness=10, tickfont=dict(size=10)), selector=dict(type="heatmap"))
     return figure
