@@ -44,8 +44,9 @@ class Sampling:
 
     temperature: 0 (greedy) or MIN_TEMPERATURE..MAX_TEMPERATURE; top_p in (0, 1] (1: off);
     top_k >= 0 (0: off); seed: of the request's generator. Sampling without a seed draws one
-    at construction and keeps it, so every run can report the seed that reproduces it.
-    Invalid settings raise BitaError.
+    at construction and keeps it, so every run can report the seed that reproduces it (and a
+    Sampling reused for several requests repeats that seed: make one per request for fresh
+    draws). Invalid settings raise BitaError.
     """
 
     temperature: float = 0.0

@@ -136,8 +136,9 @@ def parse_tree_spec(spec: str) -> DraftTree:
 
 @dataclass(frozen=True)
 class Verification:
-    """Outcome of the greedy walk: ``accepted`` node indices root-to-leaf, the bonus token,
-    and ``last`` (the last accepted node, ROOT if none), whose mask group drafts next."""
+    """Outcome of a verification walk (greedy here, sampled in bita/sampling.py): ``accepted``
+    node indices root-to-leaf, the bonus token, and ``last`` (the last accepted node, ROOT if
+    none), whose mask group drafts next."""
 
     accepted: tuple[int, ...]
     bonus: int

@@ -66,6 +66,23 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert all(title in figures for title in ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass"))
 
 
+def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path, capsys, default_model):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n")
+    report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "chain:2",
+                 "--methods", "ar,pld,bita", "--temperature", "0.7", "--top-k", "40", "--seed", "3",
+                 "--json", str(report_path), "--markdown", str(table_path)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["setup"]["sampling"] == {"temperature": 0.7, "top_p": 1.0, "top_k": 40, "seed": 3}
+    assert report["summary"]["identical"] is None and report["prompts"][0]["identical"] is None
+    assert report["summary"]["mean_accepted"] >= 1 and all(r > 0 for r in report["summary"]["tokens_per_s"].values())
+    table = table_path.read_text()
+    assert "identical to" not in table and "Sampled (temperature 0.7, top-p 1, top-k 40, seed 3;" in table
+    assert "| **all** | 1 |" in table
+
+
 def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):
     """HF generate and prompt lookup time what users run today, on the same loaded model."""
     import bita.bench

@@ -29,6 +29,19 @@ def test_generate_both_json_is_identical_to_ar():
     assert report["mean_accepted"] == pytest.approx(report["new_tokens"] / report["forward_passes"])
 
 
+def test_sampled_generate_reports_its_seed_and_reproduces(capsys, default_model):
+    args = ["generate", "--mode", "both", "--json", "--max-new-tokens", "24", "--temperature", "0.8",
+            "--top-p", "0.95", "--seed", "5", "--prompt", "Name a colour and say why you like it."]
+    reports = []
+    for _ in range(2):
+        assert main(args) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    first, second = reports
+    assert first["seed"] == 5 and first["temperature"] == 0.8 and first["top_p"] == 0.95 and first["top_k"] == 0
+    assert "identical_to_ar" not in first and "output distributions are equal" in first["lossless"]
+    assert first["text"] == second["text"] and first["new_tokens"] > 0
+
+
 def run_cli(capsys, *args):
     code = main(["generate", *args])
     captured = capsys.readouterr()
@@ -42,6 +55,9 @@ def run_cli(capsys, *args):
     (["--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model"),
     (["--prompt", "hi", "--adapter", "/nonexistent/adapter"], "no BiTA adapter"),
     (["--prompt", "hi", "--tree", "efficient:3,3,3,3"], "depth 4"),
+    (["--prompt", "hi", "--temperature", "-1"], "temperature must be"),
+    (["--prompt", "hi", "--temperature", "0.7", "--top-p", "1.5"], "top_p must be"),
+    (["--prompt", "hi", "--temperature", "0.7", "--top-k", "-2"], "top_k must be"),
     pytest.param(["--prompt", "hi", "--quantize", "8"], "needs a CUDA GPU",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ])
