@@ -172,15 +172,18 @@ RACE_DONE = "[...document.querySelectorAll('td')].filter(td => td.textContent ==
 @pytest.mark.parametrize("width", [1280, 390])
 def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
     """A real browser, at a desktop's and a phone's width, with the default settings: a message
-    sent with Enter streams into a chat bubble of coloured tokens; the inspector draws a pass's
-    draft tree with drafts in it and opens the pass of a clicked token; the race, started with
-    Enter, draws both lanes. Saves ``test-artifacts/app-{width}.png`` and ``race-{width}.png``."""
+    sent with Enter streams into a chat bubble of coloured tokens, and Copy answer copies it as
+    plain text; the inspector draws a pass's draft tree with drafts in it, opens the pass of a
+    clicked token and steps to the next; the race, started with Enter, draws both lanes. Saves
+    ``test-artifacts/app-{width}.png`` and ``race-{width}.png``."""
     from playwright.sync_api import sync_playwright
 
     assert Path(CHROMIUM).exists(), "install Debian's chromium (setup.sh does: apt-get install chromium)"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": width, "height": 1400})
+        context = browser.new_context(viewport={"width": width, "height": 1400},
+                                      permissions=["clipboard-read", "clipboard-write"])
+        page = context.new_page()
         page.goto(app_url)
         page.get_by_label("message").fill("List three fruits.")
         page.get_by_label("message").press("Enter")
@@ -193,9 +196,13 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
         page.screenshot(path=str(ARTIFACTS / f"app-{width}.png"), full_page=True)
 
         token = page.locator("#chat .bita-tok").nth(3)
-        clicked_pass = re.search(r"bita-pass-(\d+)", token.get_attribute("class")).group(1)
+        clicked_pass = int(re.search(r"bita-pass-(\d+)", token.get_attribute("class")).group(1))
         token.click()
         page.get_by_text(f"Pass {clicked_pass}", exact=True).wait_for(timeout=60_000)
+        page.get_by_role("button", name="Next ▶").click()
+        page.get_by_text(f"Pass {clicked_pass + 1}", exact=True).wait_for(timeout=60_000)
+        page.get_by_role("button", name="Copy answer").click()
+        copied = page.evaluate("navigator.clipboard.readText()")
 
         page.get_by_role("tab", name="AR vs BiTA").click()
         page.get_by_label("prompt").press("Enter")
@@ -204,5 +211,6 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
         page.screenshot(path=str(ARTIFACTS / f"race-{width}.png"), full_page=True)
         browser.close()
     assert answer.strip() and colours >= 2  # accepted drafts and bonus tokens, at least
+    assert copied == answer  # plain text, not the coloured HTML
     assert tree_points > 2  # the root, the bonus and at least one draft
     assert len(lanes) == 2 and min(lanes) > 2
