@@ -10,7 +10,9 @@ bonus is drawn (bita/sampling.py). Pure: the record and a token decoder in, Mark
 
 from __future__ import annotations
 
-from bita.records import ACCEPTED, StepRecord
+from collections.abc import Iterator
+
+from bita.records import ACCEPTED, DraftNode, StepRecord
 from bita.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
@@ -34,49 +36,56 @@ def verification_steps(record: StepRecord, decode: Decode) -> list[str]:
                 "nothing was drafted, so the pass emits that one token."]
     if record.sampled:
         return sampled_steps(record, decode)
-    steps, parent, previous = [], ROOT, record.root
-    for depth in range(1, record.nodes[-1].depth + 2):
-        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]
-        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
-        own = quoted(decode, hit[1].token if hit else record.bonus)
+    steps = []
+    for depth, previous, children, hit in walk(record):
+        own = quoted(decode, hit.token if hit else record.bonus)
         lead = f"{depth}. After {quoted(decode, previous)} the model's own next token is {own}"
         if hit is not None:
-            steps.append(f"{lead} = the depth-{depth} candidate ({draft_origin(hit[1])}): **accepted**.")
-            parent, previous = hit[0], hit[1].token
-            continue
-        if children:
-            proposed = ", ".join(quoted(decode, n.token) for _, n in children)
+            steps.append(f"{lead} = the depth-{depth} candidate ({draft_origin(hit)}): **accepted**.")
+        elif children:
+            proposed = ", ".join(quoted(decode, n.token) for n in children)
             steps.append(f"{lead}; the depth-{depth} candidates were {proposed}: **rejected**, and {own} is "
                          "this pass's bonus token.")
         else:
             steps.append(f"{lead}; nothing was drafted deeper, so {own} is this pass's bonus token.")
-        break
+    return steps + [total(record, "the bonus") + "."]
+
+
+def walk(record: StepRecord) -> Iterator[tuple[int, int, list[DraftNode], DraftNode | None]]:
+    """The verification walk of a tree pass, root to leaf: per depth (from 1), the token it
+    follows, the candidates hanging there in tree order (the order a sampled walk tries them)
+    and the accepted one; the last depth has none accepted."""
+    parent, previous = ROOT, record.root
+    for depth in range(1, record.nodes[-1].depth + 2):
+        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]
+        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
+        yield depth, previous, [n for _, n in children], hit[1] if hit else None
+        if hit is None:
+            return
+        parent, previous = hit[0], hit[1].token
+
+
+def total(record: StepRecord, bonus: str) -> str:
+    """The pass's closing sentence, without its full stop: rows fed, tokens emitted."""
     emitted = len(record.accepted) + 1
-    steps.append(f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
-                 f"({len(record.accepted)} accepted + the bonus).")
-    return steps
+    return (f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
+            f"({len(record.accepted)} accepted + {bonus})")
 
 
 def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
     """The sentences of a sampled pass: per depth, the candidates tried in tree order (each
     accepted with its probability under the model), then the drawn bonus."""
-    steps, parent, previous = [], ROOT, record.root
-    for depth in range(1, record.nodes[-1].depth + 2):
-        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]  # the order they are tried
-        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
+    steps = []
+    for depth, previous, children, hit in walk(record):
         tried = children[: children.index(hit)] if hit else children
-        lost = ", ".join(quoted(decode, n.token) for _, n in tried)
+        lost = ", ".join(quoted(decode, n.token) for n in tried)
         lead = f"{depth}. After {quoted(decode, previous)}" + (f" the candidates {lost} lost their draws;" if lost else "")
         if hit is not None:
-            steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit[1].token)} "
-                         f"({draft_origin(hit[1])}) won its draw (accepted with the model's probability of it): "
+            steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit.token)} "
+                         f"({draft_origin(hit)}) won its draw (accepted with the model's probability of it): "
                          "**accepted**.")
-            parent, previous = hit[0], hit[1].token
-            continue
-        left = " without the rejected candidates (renormalised)" if tried else ""
-        steps.append(f"{lead} the bonus {quoted(decode, record.bonus)} is drawn from the model's distribution{left}.")
-        break
-    emitted = len(record.accepted) + 1
-    steps.append(f"One forward pass of {record.rows} rows emitted {emitted} token{'s' if emitted > 1 else ''} "
-                 f"({len(record.accepted)} accepted + the drawn bonus), distributed exactly as AR sampling.")
-    return steps
+        else:
+            left = " without the rejected candidates (renormalised)" if tried else ""
+            steps.append(f"{lead} the bonus {quoted(decode, record.bonus)} is drawn from the model's "
+                         f"distribution{left}.")
+    return steps + [total(record, "the drawn bonus") + ", distributed exactly as AR sampling."]
