@@ -130,15 +130,16 @@ class Conversation:
     messages: list[dict] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
 
-    def shown(self, decode) -> list[dict]:
-        """The chat as the page shows it: user text escaped, each answer coloured token by token."""
+    def shown(self, decode, since: int = 0) -> list[dict]:
+        """The messages from index ``since`` on as the page shows them: user text escaped, each
+        answer coloured token by token. A streaming answer renders the earlier ones once."""
         shown, answers = [], enumerate(self.turns)
-        for message in self.messages:
-            if message["role"] == "user":
-                content = html.escape(message["content"])
-            else:
-                index, turn = next(answers)
-                content = output_html(turn.records, decode, turn=index)
+        for position, message in enumerate(self.messages):
+            answer = next(answers) if message["role"] == "assistant" else None
+            if position < since:
+                continue
+            content = (html.escape(message["content"]) if answer is None else
+                       output_html(answer[1].records, decode, turn=answer[0]))
             shown.append({"role": message["role"], "content": content})
         return shown
 
@@ -233,20 +234,24 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
         except BitaError as error:
             raise gr.Error(str(error)) from None
         updated = Conversation(messages, conversation.turns + [turn])
+        earlier = conversation.shown(engine.decode)  # rendered once; each update renders only the new turn
 
         def progress():
             for record in engine.thread.iterate(steps):
                 turn.records.append(record)
                 yield record
 
+        def answer_view():
+            """(chat as shown, plain answer, status line) as the answer stands."""
+            return (earlier + updated.shown(engine.decode, since=len(earlier)), engine.text(turn.tokens),
+                    status_line(turn.records, plan, sampling, engine.device))
+
         for _ in throttled(progress(), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, sampling, engine.device),
-                   updated, "", *([gr.skip()] * 6))
+            yield *answer_view(), updated, "", *([gr.skip()] * 6)
         shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
-        yield (updated.shown(engine.decode), engine.text(turn.tokens), status_line(turn.records, plan, sampling, engine.device),
-               updated, "", -1, *pass_views(updated, -1, shown), tokens_per_pass_figure(records))
+        yield *answer_view(), updated, "", -1, *pass_views(updated, -1, shown), tokens_per_pass_figure(records)
 
     def picked_token(picked: str, conversation: Conversation):
         """A click on a chat token ("turn:pass:time" from PAGE_JS): that answer's pass."""
