@@ -21,16 +21,18 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from bita.decoding import describe_device
+from bita.decode.records import StepRecord
+from bita.decode.sampling import MAX_TEMPERATURE, Sampling
+from bita.drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from bita.errors import BitaError
-from bita.generation import DEFAULT_DRAFTS, DRAFTS, MAX_NEW_TOKENS_LIMIT, TreePlan, plan_tree, stream_ar, stream_bita
-from bita.kernels import KERNELS, KERNELS_HELP
-from bita.loading import encode_chat, load_model
-from bita.model_thread import ModelThread
-from bita.race import Lane, drafted, race, speedup
-from bita.records import StepRecord
-from bita.sampling import MAX_TEMPERATURE, Sampling
-from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from bita.generate import MAX_NEW_TOKENS_LIMIT, stream_ar, stream_bita
+from bita.model.device import describe_device
+from bita.model.kernels import KERNELS, KERNELS_HELP
+from bita.model.loading import encode_chat, load_model
+from bita.model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from bita.plan.tree_plan import TreePlan, plan_tree
+from bita.serve.model_thread import ModelThread
+from bita.serve.race import Lane, drafted, race, speedup
 from viz.attention import attention_figure
 from viz.draft_tree import draft_tree_figure
 from viz.explain import verification_steps
@@ -72,7 +74,7 @@ PAGE_CSS = """#chat .bita-tok { cursor: pointer; }
 
 class Engine:
     """The one loaded model every session shares, with adapters and tree plans cached by name.
-    Everything that runs the model goes through ``self.thread`` (see bita/model_thread.py)."""
+    Everything that runs the model goes through ``self.thread`` (see bita/serve/model_thread.py)."""
 
     def __init__(self, model: str, device: str, kernels: str = "auto"):
         self.thread = ModelThread()
@@ -310,7 +312,7 @@ def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: 
             tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
                                    info="auto: in the chat the best drafting tree for this device; in the race the "
                                         "fastest, or none where none pays")
-            drafts_box = gr.Dropdown(list(DRAFTS), value=drafts, label="drafts",
+            drafts_box = gr.Dropdown(list(DRAFT_OPTIONS), value=drafts, label="drafts",
                                      info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
                                           "diamonds in the draft tree, underlined tokens), or both merged in one tree")
             length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
@@ -404,7 +406,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, help="port (default: 7860, or $GRADIO_SERVER_PORT)")
     parser.add_argument("--concurrency", type=int, default=1, help="model requests served at once")
     parser.add_argument("--tree", default="auto", help="the draft tree selected when a page opens")
-    parser.add_argument("--drafts", choices=DRAFTS, default=DEFAULT_DRAFTS,
+    parser.add_argument("--drafts", choices=DRAFT_OPTIONS, default=DEFAULT_DRAFTS,
                         help="the drafts selected when a page opens")
     args = parser.parse_args()
     install_default_model_package()

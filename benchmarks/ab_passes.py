@@ -1,6 +1,6 @@
 """A/B of pass costs: two versions of the code and/or two kernel choices, interleaved in one process.
 
-    git worktree add /tmp/before <commit>              # the code before a change
+    git worktree add /tmp/before <commit>              # the code before a change (sub-package layout)
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --before /tmp/before --rounds 25
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs fast kernels
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
@@ -22,11 +22,11 @@ import sys
 
 import torch
 
-from bita.kernels import SHARED_KV_ATTENTION, STOCK_ATTENTION, stock_kernels
-from bita.loading import load_model
-from bita.shipped import resolve_adapter
-from bita.stopping import StopCondition
-from bita.tree import parse_tree_spec
+from bita.decode.stopping import StopCondition
+from bita.drafts.tree import parse_tree_spec
+from bita.model.kernels import SHARED_KV_ATTENTION, STOCK_ATTENTION, stock_kernels
+from bita.model.loading import load_model
+from bita.model.shipped import resolve_adapter
 
 CONTEXT = 300
 
@@ -57,9 +57,9 @@ class Side:
 
     def __init__(self, name, package, kernels, loaded, adapter_path, specs, generator):
         self.name, self.kernels, self.model, self.generator = name, kernels, loaded.model, generator
-        self.decoding = importlib.import_module(f"{package.__name__}.decoding")
-        ar = importlib.import_module(f"{package.__name__}.autoregressive")
-        adapter_module = importlib.import_module(f"{package.__name__}.adapter")
+        self.decoding = importlib.import_module(f"{package.__name__}.decode.step")
+        ar = importlib.import_module(f"{package.__name__}.decode.autoregressive")
+        adapter_module = importlib.import_module(f"{package.__name__}.model.adapter")
         self.adapter = adapter_module.BitaAdapter.load(adapter_path, loaded.model)
         self.prompt = torch.randint(100, 49000, (CONTEXT,), generator=generator).tolist()
         self.trees = {spec: parse_tree_spec(spec) for spec in specs}
@@ -81,12 +81,10 @@ class Side:
     def tree_pass(self, spec: str, index: int) -> float:
         tree, state = self.trees[spec], self.states[spec]
         shape = (tree.depth, tree.max_rank)
-        state.drafts = self.decoding.Drafts(torch.randint(100, 49000, shape, generator=self.generator),
-                                            torch.full(shape, 0.5))
+        state.rewind(self.adapter.n_prompt, self.decoding.Drafts(
+            torch.randint(100, 49000, shape, generator=self.generator), torch.full(shape, 0.5)))
         with self.running():
             _, record = self.decoding.tree_step(self.model, self.adapter, state, tree, index)
-        state.cache.crop(self.adapter.n_prompt + CONTEXT - state.cache.get_seq_length())
-        state.context_length = CONTEXT
         return record.seconds
 
 

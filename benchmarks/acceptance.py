@@ -6,7 +6,7 @@ configuration already in the output file is skipped.
         "efficient:5,4,3|masks" "efficient:5,4,3|ngram" "efficient:5,4,3|both" "efficient:5,4,3|both|last"
 
 A configuration is ``TREE|DRAFTS[|NGRAM_GROUPS]``: a tree spec (or auto), masks|ngram|both,
-and where the n-gram chain's own nodes carry mask groups (none|last|all; bita/trie.py).
+and where the n-gram chain's own nodes carry mask groups (none|last|all; bita/drafts/trie.py).
 """
 
 import argparse
@@ -15,14 +15,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bita.bench.suites import load_prompts
 from tqdm import tqdm
 
-from bita.decoding import bita_steps
-from bita.generation import make_stop, plan_tree
-from bita.loading import encode_chat, load_model
-from bita.shipped import resolve_adapter
-from bita.suites import load_prompts
-from bita.trie import GROUPS_NONE
+from bita.decode.step import bita_steps
+from bita.drafts.trie import GROUPS_NONE
+from bita.generate import make_stop
+from bita.model.loading import encode_chat, load_model
+from bita.model.shipped import resolve_adapter
+from bita.plan.tree_plan import plan_tree
 
 
 def measure(loaded, adapter, prompts, config: str, max_new_tokens: int) -> dict:

@@ -8,10 +8,10 @@ measure that training logs, so adapters trained on different data compare fairly
 import argparse
 import json
 
-from bita.loading import load_model
-from bita.objective import SarObjective
-from bita.shipped import resolve_adapter
-from bita.train import TrainConfig, evaluate, split_samples
+from bita.model.loading import load_model
+from bita.model.shipped import resolve_adapter
+from bita.training.objective import SarObjective
+from bita.training.train import TrainConfig, evaluate, split_samples
 
 
 def main() -> None:

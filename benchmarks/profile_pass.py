@@ -10,13 +10,13 @@ import argparse
 import time
 
 import torch
+from ab_passes import Side
 from torch.profiler import ProfilerActivity, profile
 
 import bita
-from ab_passes import Side
-from bita.kernels import KERNELS
-from bita.loading import load_model
-from bita.shipped import resolve_adapter
+from bita.model.kernels import KERNELS
+from bita.model.loading import load_model
+from bita.model.shipped import resolve_adapter
 
 
 def profiled(run, passes: int) -> tuple[float, list[tuple[str, float, int]]]:

@@ -1,8 +1,29 @@
-"""BiTA: bi-directional tuning for lossless acceleration of a frozen causal LM."""
+"""BiTA: bi-directional tuning for lossless acceleration of a frozen causal LM.
 
-from .adapter import BitaAdapter
+What a library user calls::
+
+    loaded = bita.load_model()                           # the embedded SmolLM2-135M-Instruct, or any HF causal LM
+    adapter, name = bita.resolve_adapter(loaded, None)   # the shipped adapter for it
+    ids = bita.encode_chat(loaded.tokenizer, [{"role": "user", "content": "Hi"}])
+    for record in bita.stream_bita(loaded, adapter, ids, 64, "auto"):  # one StepRecord per forward pass
+        print(loaded.tokenizer.decode(record.emitted), end="")
+
+The sub-packages are the data path, in the order a pass flows through them: ``model`` (load,
+kernels, adapter) -> ``drafts`` (tree shapes, n-grams, the trie) -> ``decode`` (masks, one
+forward pass, verification, records) -> ``plan`` (which tree pays here) -> ``generate``
+(validated streams) -> ``bench`` / ``serve`` / ``cli``; ``training`` makes adapters.
+"""
+
+from .bench.baselines import run_hf
+from .decode.records import StepRecord
+from .decode.sampling import Sampling
+from .drafts.tree import parse_tree_spec
 from .errors import BitaError
-from .loading import load_model
-from .tree import parse_tree_spec
+from .generate import RunResult, collect, stream_ar, stream_bita
+from .model.adapter import BitaAdapter
+from .model.loading import encode_chat, load_model
+from .model.shipped import resolve_adapter
+from .plan.tree_plan import TreePlan, plan_tree
 
-__all__ = ["BitaAdapter", "BitaError", "load_model", "parse_tree_spec"]
+__all__ = ["BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan", "collect", "encode_chat",
+           "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf", "stream_ar", "stream_bita"]

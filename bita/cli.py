@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
+from .bench.baselines import run_hf
+from .drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from .errors import BitaError
-from .generation import (DEFAULT_DRAFTS, DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, DRAFTS, collect, plan_tree, run_hf,
-                         stream_bita)
-from .kernels import KERNELS, KERNELS_HELP
-from .train import TrainConfig
-
+from .generate import collect, stream_bita
+from .model.kernels import KERNELS, KERNELS_HELP
+from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, plan_tree
+from .training.train import TrainConfig
 
 FORECAST_TREES = ["chain:1", "chain:2", "chain:3", "efficient:3,2,2/chain-groups", "efficient:3,2,2",
                   "efficient:5,4,3", "full:2,2,2", "full:3,3,3"]
@@ -27,7 +28,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_from(args: argparse.Namespace):
     """The model named by ``add_model_arguments``' options."""
-    from .loading import load_model
+    from .model.loading import load_model
 
     return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels)
 
@@ -36,7 +37,7 @@ def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tree", default=DEFAULT_TREE, help="mask draft tree: auto (the fastest shape on this "
                         "device; where none pays, plain AR, or n-gram chains alone with --drafts both), or a shape: "
                         "efficient:3,2,2, chain:3, full:2,2,2, ...")
-    parser.add_argument("--drafts", choices=DRAFTS, default=DEFAULT_DRAFTS,
+    parser.add_argument("--drafts", choices=DRAFT_OPTIONS, default=DEFAULT_DRAFTS,
                         help="who drafts: the adapter's mask groups, context n-grams (prompt lookup), or both "
                              "merged in one tree")
     parser.add_argument("--ngram-tokens", type=int, default=DEFAULT_NGRAM_TOKENS,
@@ -54,7 +55,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sampling_from(args: argparse.Namespace):
     """The Sampling that ``add_sampling_arguments``' options ask for (BitaError when absurd)."""
-    from .sampling import Sampling
+    from .decode.sampling import Sampling
 
     return Sampling(args.temperature, args.top_p, args.top_k, args.seed)
 
@@ -140,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_generate(args: argparse.Namespace) -> dict:
-    from .decoding import describe_device
-    from .loading import encode_chat
-    from .shipped import resolve_adapter
+    from .model.device import describe_device
+    from .model.loading import encode_chat
+    from .model.shipped import resolve_adapter
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
@@ -176,7 +177,7 @@ def run_generate(args: argparse.Namespace) -> dict:
             report.update(identical_to_ar=bita.tokens == ar.tokens)
         else:
             report.update(lossless="sampled: BiTA and HF generate draw different random numbers, so their tokens "
-                                   "may differ; their output distributions are equal (tests/test_sampling.py)")
+                                   "may differ; their output distributions are equal (tests/lossless/test_sampled.py)")
     return report
 
 
@@ -185,9 +186,9 @@ def run_make_data(args: argparse.Namespace) -> dict:
     import time
     from pathlib import Path
 
-    from .adapter import weights_fingerprint
-    from .data import make_data, pack_samples, prepare_prompts, read_samples
-    from .decoding import describe_device
+    from .model.adapter import weights_fingerprint
+    from .model.device import describe_device
+    from .training.data import make_data, pack_samples, prepare_prompts, read_samples
 
     if (args.questions < 0 or args.batch_size < 1 or args.max_new_tokens < 1 or args.max_prompt_tokens < 2
             or not 0 <= args.heldout_fraction < 1):
@@ -226,7 +227,7 @@ def run_make_data(args: argparse.Namespace) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> dict:
-    from .train import train
+    from .training.train import train
 
     config = TrainConfig(**{k: getattr(args, k) for k in vars(TrainConfig())})
     if min(config.steps, config.batch_size, config.anchors, config.mask_tokens, config.eval_every,
@@ -244,10 +245,11 @@ def run_train(args: argparse.Namespace) -> dict:
 def run_bench(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
-    from .bench import check_methods, run_bench as bench
-    from .decoding import describe_device
-    from .shipped import resolve_adapter
-    from .suites import load_prompts
+    from .bench.report import check_methods
+    from .bench.report import run_bench as bench
+    from .bench.suites import load_prompts
+    from .model.device import describe_device
+    from .model.shipped import resolve_adapter
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
     sampling = sampling_from(args)
@@ -269,7 +271,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     if args.html:
         from viz.bench import pass_cost_figure, speedup_by_category, tau_histogram, write_html
 
-        from .costs import COST_TREES, measure_pass_costs
+        from .plan.costs import COST_TREES, measure_pass_costs
 
         costs = measure_pass_costs(loaded, adapter, COST_TREES, repeats=6)
         write_html([speedup_by_category(data), tau_histogram(data),
@@ -280,11 +282,12 @@ def run_bench(args: argparse.Namespace) -> dict:
 def run_calibrate(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
-    from .acceptance import forecast
-    from .calibration import calibrate, stored_ranks
-    from .data import read_samples
-    from .generation import resolve_tree
-    from .shipped import UNTRAINED, resolve_adapter
+    from .model.rank_stats import stored_ranks
+    from .model.shipped import UNTRAINED, resolve_adapter
+    from .plan.acceptance import forecast
+    from .plan.tree_plan import resolve_tree
+    from .training.calibration import calibrate
+    from .training.data import read_samples
 
     if args.adapter == UNTRAINED or args.samples < 1:
         raise BitaError("calibrate needs a trained adapter and --samples of at least 1")
@@ -302,8 +305,8 @@ def run_calibrate(args: argparse.Namespace) -> dict:
 
 
 def run_pass_cost(args: argparse.Namespace) -> dict:
-    from .costs import COST_TREES, measure_pass_costs
-    from .shipped import resolve_adapter
+    from .model.shipped import resolve_adapter
+    from .plan.costs import COST_TREES, measure_pass_costs
 
     if args.repeats < 1 or args.context < 1:
         raise BitaError("--repeats and --context must be at least 1")

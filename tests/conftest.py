@@ -58,6 +58,6 @@ def one_thread():
 @pytest.fixture(scope="session")
 def default_model():
     """The real embedded default model (SmolLM2-135M-Instruct), loaded once."""
-    from bita.loading import load_model
+    from bita.model.loading import load_model
 
     return load_model("default", device="cpu")

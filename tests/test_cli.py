@@ -8,10 +8,10 @@ import sys
 import pytest
 import torch
 
-from bita.adapter import WEIGHTS_NAME, BitaAdapter
-from bita.autoregressive import hf_generate
 from bita.cli import main
-from bita.loading import encode_chat
+from bita.decode.hf_reference import hf_generate
+from bita.model.adapter import WEIGHTS_NAME, BitaAdapter
+from bita.model.loading import encode_chat
 
 REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_per_s", "bita_tokens_per_s",
             "identical_to_ar", "device", "model", "adapter"}

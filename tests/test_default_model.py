@@ -2,13 +2,16 @@
 
 import pytest
 
-from bita.acceptance import draft_ranks, walk
-from bita.autoregressive import hf_generate
+from bita.bench.baselines import run_hf
+from bita.decode.hf_reference import hf_generate
+from bita.decode.verify import walk_ranks
+from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.errors import BitaError
-from bita.generation import BOTH, DEFAULT_TREE, MASKS, collect, plan_tree, run_hf, stream_ar, stream_bita
-from bita.loading import encode_chat
-from bita.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
-from bita.tree import EMPTY_TREE, parse_tree_spec
+from bita.generate import collect, stream_ar, stream_bita
+from bita.model.loading import encode_chat
+from bita.model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from bita.plan.acceptance import draft_ranks
+from bita.plan.tree_plan import DEFAULT_TREE, plan_tree
 
 PROMPTS = [
     "Write a Python function that reverses a string.",
@@ -86,10 +89,10 @@ def test_auto_picks_a_tree_or_plain_ar_and_stays_lossless(default_model, adapter
 def test_auto_without_acceptance_statistics_drafts_no_masks(default_model):
     """No statistics, no forecast: masks alone decode plain AR, both keeps only the n-gram chain."""
     untrained, _ = resolve_adapter(default_model, UNTRAINED)
-    masks_only = plan_tree(default_model, untrained, "auto", MASKS)
+    masks_only = plan_tree(default_model, untrained, "auto", "masks")
     assert masks_only.tree is None and masks_only.ngram_tokens == 0
     assert "acceptance statistics" in masks_only.reason
-    both = plan_tree(default_model, untrained, "auto", BOTH)
+    both = plan_tree(default_model, untrained, "auto", "both")
     assert both.tree == EMPTY_TREE and both.ngram_tokens > 0 and "acceptance statistics" in both.reason
 
 
@@ -100,5 +103,5 @@ def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Describe a sunny day in the park."}])
     records = list(stream_bita(default_model, adapter, ids, 64, tree))
     ranks = draft_ranks(records)
-    pairs = [(walk(tree, r)[0], len(records[i + 1].accepted)) for i, r in ranks.items() if i + 1 < len(records)]
+    pairs = [(walk_ranks(tree, r)[0], len(records[i + 1].accepted)) for i, r in ranks.items() if i + 1 < len(records)]
     assert len(pairs) >= len(records) - 4 and all(p == a for p, a in pairs)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from bita.decoding import attach_attention
-from bita.masks import decode_layout
-from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
-from bita.tree import EMPTY_TREE, parse_tree_spec
-from bita.trie import MASK, PassTrie, build_trie
+from bita.decode.masks import decode_layout
+from bita.decode.records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from bita.decode.step import attach_attention
+from bita.drafts.sources import MASK
+from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
+from bita.drafts.trie import PassTrie, build_trie
 
 VOCAB = ["<pad>", " The", " cat", " sat", " on", " the", " mat", ".", "\n", "<script>", " dog", " a",
          " hat", " ran", " x", "&", " ok", " y"]

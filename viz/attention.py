@@ -1,6 +1,6 @@
 """The attention mask of one forward pass as a heatmap: which keys each new row may attend.
 
-Key columns are ``[P prompt slots | C cached tokens | R new rows]`` (bita/masks.py). Many prompt
+Key columns are ``[P prompt slots | C cached tokens | R new rows]`` (bita/decode/masks.py). Many prompt
 slots collapse into one column, and all but the last ``keep_cached`` cached tokens into another;
 a collapsed cell is allowed iff every column it stands for is. An allowed cell takes the colour
 of its key column's kind (prompt slot, cached, or the new row's kind); a blocked cell is blank.
@@ -16,8 +16,8 @@ from itertools import count
 import plotly.graph_objects as go
 import torch
 
-from bita.records import StepRecord
-from bita.tree import ROOT
+from bita.decode.records import StepRecord
+from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
 from .layout import fit_narrow

@@ -11,21 +11,20 @@ from itertools import count
 
 import plotly.graph_objects as go
 
-from bita.records import ACCEPTED, StepRecord
-from bita.tree import ROOT
-from bita.trie import MASK
+from bita.decode.records import ACCEPTED, StepRecord
+from bita.drafts.sources import MASK
+from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
 from .layout import fit_narrow
 from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, SOURCE_SYMBOLS, depth_color
-from .tokens import accepted_nodes
 
 
 def tree_positions(record: StepRecord) -> dict[int, tuple[int, float]]:
     """(x, y) of the root (key ROOT), of each node (its index) and of the bonus (key
     ``len(record.nodes)``). The bonus is its parent's first child; other children go by rank."""
     nodes, bonus = record.nodes, len(record.nodes)
-    path = accepted_nodes(record)
+    path = record.accepted_nodes()
     bonus_parent = path[-1] if path else ROOT
     children: dict[int, list[int]] = {ROOT: [], **{i: [] for i in range(bonus + 1)}}
     children[bonus_parent].append(bonus)
@@ -58,7 +57,7 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
     (diamond) or both (square)."""
     nodes, bonus = record.nodes, len(record.nodes)
     positions = tree_positions(record)
-    path = accepted_nodes(record)
+    path = record.accepted_nodes()
     figure = go.Figure()
     xs, ys = [], []
     for child, node in enumerate(nodes):

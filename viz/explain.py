@@ -5,15 +5,15 @@ Algorithm 1 walks the draft tree from the root: at each depth the model's own ne
 there; a match is accepted and the walk goes on below it, otherwise the model's token is the
 pass's bonus and the walk ends. A sampled pass (``record.sampled``) walks the same way, but each
 candidate is tried against the model's distribution and accepted with its probability, and the
-bonus is drawn (bita/sampling.py). Pure: the record and a token decoder in, Markdown lines out.
+bonus is drawn (bita/decode/verify.py). Pure: the record and a token decoder in, Markdown lines out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bita.records import ACCEPTED, DraftNode, StepRecord
-from bita.tree import ROOT
+from bita.decode.records import DraftNode, StepRecord
+from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
 
@@ -52,17 +52,14 @@ def verification_steps(record: StepRecord, decode: Decode) -> list[str]:
 
 
 def walk(record: StepRecord) -> Iterator[tuple[int, int, list[DraftNode], DraftNode | None]]:
-    """The verification walk of a tree pass, root to leaf: per depth (from 1), the token it
-    follows, the candidates hanging there in tree order (the order a sampled walk tries them)
-    and the accepted one; the last depth has none accepted."""
-    parent, previous = ROOT, record.root
-    for depth in range(1, record.nodes[-1].depth + 2):
-        children = [(i, n) for i, n in enumerate(record.nodes) if n.parent == parent]
-        hit = next(((i, n) for i, n in children if n.status == ACCEPTED), None)
-        yield depth, previous, [n for _, n in children], hit[1] if hit else None
-        if hit is None:
-            return
-        parent, previous = hit[0], hit[1].token
+    """The verification walk of a tree pass replayed (``StepRecord.accepted_nodes``), root to leaf:
+    per depth (from 1), the token it follows, the candidates hanging there in the order the walk
+    tries them, and the accepted one; the last depth has none accepted."""
+    tree, path = record.draft_tree(), record.accepted_nodes()
+    for depth, parent in enumerate((ROOT,) + path, start=1):
+        previous = record.root if parent == ROOT else record.nodes[parent].token
+        children = [record.nodes[c] for c in tree.children.get(parent, ())]
+        yield depth, previous, children, record.nodes[path[depth - 1]] if depth <= len(path) else None
 
 
 def total(record: StepRecord, bonus: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from bita.records import DraftNode
-from bita.trie import BOTH, MASK, NGRAM
+from bita.decode.records import DraftNode
+from bita.drafts.sources import BOTH, MASK, NGRAM
 
 Decode = Callable[[list[int]], str]
 

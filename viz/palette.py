@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-BONUS = "bonus"  # role of the pass's own (autoregressive) token
+from bita.decode.records import BONUS
 
 BONUS_COLOR = "#ffb55a"
 DEPTH_COLORS = ("#8ecae6", "#90d39a", "#c9a6e4", "#f7a6b8", "#9fd8cf", "#e6d47a", "#b8c4f0", "#d9b38c")
@@ -15,16 +15,11 @@ KEY_KINDS = ("prompt", "cached", "context", "root", "candidate", "mask")
 ATTENTION_COLORS = ("#f4f4f4", "#b279a2", "#9c9c9c", "#4c78a8", "#f58518", "#54a24b", "#e45756")
 
 
-def accepted_role(depth: int) -> str:
-    """Role of an accepted draft at ``depth`` (1-based): 'accepted-1', 'accepted-2', ..."""
-    return f"accepted-{depth}"
-
-
 def depth_color(depth: int) -> str:
     """Colour of accepted drafts at ``depth`` (1-based); cycles past the palette's length."""
     return DEPTH_COLORS[(depth - 1) % len(DEPTH_COLORS)]
 
 
 def role_color(role: str) -> str:
-    """Colour of a token role: BONUS or ``accepted_role(d)``."""
+    """Colour of a token role: BONUS or ``accepted_role(d)`` (bita/decode/records.py)."""
     return BONUS_COLOR if role == BONUS else depth_color(int(role.rsplit("-", 1)[1]))

@@ -6,17 +6,16 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from bita.records import StepRecord
+from bita.decode.records import BONUS, StepRecord, accepted_role
 
 from .layout import fit_narrow
-from .palette import BONUS, accepted_role, role_color
-from .tokens import emitted_roles
+from .palette import role_color
 
 
 def role_counts(records: Sequence[StepRecord]) -> dict[str, list[int]]:
     """Role -> [len(records)] number of tokens of that role each pass emitted; roles in output
     order (accepted depth 1, 2, ..., then bonus)."""
-    roles = [emitted_roles(r) for r in records]
+    roles = [r.emitted_roles() for r in records]
     depth = max((len(r.accepted) for r in records), default=0)
     order = [accepted_role(d) for d in range(1, depth + 1)] + [BONUS]
     return {role: [pass_roles.count(role) for pass_roles in roles] for role in order}

@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from bita.records import StepRecord
+from bita.decode.records import StepRecord
 
 from .layout import fit_narrow
 from .palette import BONUS_COLOR, depth_color

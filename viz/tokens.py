@@ -13,12 +13,11 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bita.records import ACCEPTED, REJECTED, DraftNode, StepRecord
-from bita.tree import ROOT
-from bita.trie import MASK
+from bita.decode.records import BONUS, DraftNode, StepRecord, accepted_role
+from bita.drafts.sources import MASK
 
 from .labels import Decode, draft_origin
-from .palette import BONUS, REJECTED_COLOR, accepted_role, depth_color, role_color
+from .palette import REJECTED_COLOR, depth_color, role_color
 
 _TOKEN_STYLE = "background-color:{color};color:#111;border-radius:3px;padding:0 1px"
 _REJECTED_STYLE = (f"color:{REJECTED_COLOR};text-decoration:line-through;opacity:0.75;"
@@ -37,25 +36,6 @@ class TokenSpan:
     text: str
     pass_index: int
     role: str
-
-
-def emitted_roles(record: StepRecord) -> list[str]:
-    """Role of each token of ``record.emitted`` (a prefix of ``accepted + [bonus]``)."""
-    return [accepted_role(i + 1) if i < len(record.accepted) else BONUS for i in range(len(record.emitted))]
-
-
-def accepted_nodes(record: StepRecord) -> list[int]:
-    """Indices into ``record.nodes`` of the accepted path, root to leaf."""
-    return sorted((i for i, n in enumerate(record.nodes) if n.status == ACCEPTED), key=lambda i: record.nodes[i].depth)
-
-
-def rejected_alternatives(record: StepRecord) -> list[DraftNode]:
-    """The drafts that lost to the bonus token: REJECTED children of the last accepted node (of the
-    root when none was accepted), best rank first. Other rejected nodes either lost to an accepted
-    sibling (shown as that sibling) or hang below a rejected draft (never checked), so are left out."""
-    path = accepted_nodes(record)
-    last = path[-1] if path else ROOT
-    return sorted((n for n in record.nodes if n.parent == last and n.status == REJECTED), key=lambda n: n.rank)
 
 
 def token_texts(tokens: Sequence[int], decode: Decode, window: int = 8) -> list[str]:
@@ -79,7 +59,7 @@ def token_texts(tokens: Sequence[int], decode: Decode, window: int = 8) -> list[
 def token_spans(records: Sequence[StepRecord], decode: Decode) -> list[TokenSpan]:
     """One TokenSpan per emitted token of ``records``, in output order."""
     tokens = [t for r in records for t in r.emitted]
-    owners = [(r.index, role) for r in records for role in emitted_roles(r)]
+    owners = [(r.index, role) for r in records for role in r.emitted_roles()]
     texts = token_texts(tokens, decode)
     return [TokenSpan(t, text, index, role) for t, text, (index, role) in zip(tokens, texts, owners)]
 
@@ -88,18 +68,11 @@ def _hover(record: StepRecord, role: str, alternatives: list[DraftNode], decode:
     if role == BONUS:
         what = "bonus: the model's own next token"
     else:
-        depth, path = int(role.rsplit("-", 1)[1]), accepted_nodes(record)
+        depth, path = int(role.rsplit("-", 1)[1]), record.accepted_nodes()
         node = record.nodes[path[depth - 1]] if depth <= len(path) else None
         what = f"accepted draft, depth {depth}" + (f" ({draft_origin(node)})" if node else "")
     lost = ", ".join(f"{decode([n.token])!r} ({draft_origin(n)})" for n in alternatives[:5])
     return f"pass {record.index} ({record.kind}) · {what}\nrejected at the bonus position: {lost or 'none'}"
-
-
-def emitted_sources(record: StepRecord) -> list[str | None]:
-    """Who proposed each token of ``record.emitted``: the accepted node's source (bita/trie.py:
-    MASK, NGRAM or BOTH), None for the bonus."""
-    path = [record.nodes[i].source for i in accepted_nodes(record)]
-    return [path[i] if i < len(path) else None for i in range(len(record.emitted))]
 
 
 def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True, turn: int = 0) -> str:
@@ -110,8 +83,8 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
     spans = iter(token_spans(records, decode))
     parts = []
     for record in records:
-        alternatives = rejected_alternatives(record)
-        for source in emitted_sources(record):
+        alternatives = record.rejected_alternatives()
+        for source in record.emitted_sources():
             span = next(spans)
             title = html.escape(_hover(record, span.role, alternatives, decode))
             text = html.escape(span.text).replace("\n", "<br>")

@@ -1,0 +1,25 @@
+"""HF ``generate`` as a timed, validated run beside BiTA's: the baseline a user would run, and
+HF prompt lookup decoding (a draft-free peer)."""
+
+from __future__ import annotations
+
+from ..decode.hf_reference import hf_generate
+from ..decode.sampling import Sampling
+from ..generate import RunResult, check_sampling, make_stop, validate_request
+from ..model.device import device_of, timed
+from ..model.loading import LoadedModel
+
+
+def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
+           stop_strings: tuple[str, ...] = (), prompt_lookup_tokens: int | None = None,
+           sampling: Sampling | None = None) -> RunResult:
+    """HF ``generate`` (the reference baseline; with ``prompt_lookup_tokens``, HF prompt lookup
+    decoding, method "pld"), greedy or sampled (seeding torch's global generators, see
+    ``hf_generate``), cut at stop strings like the other loops."""
+    sampling = check_sampling(sampling)
+    validate_request(loaded, prompt_ids, max_new_tokens)
+    generated, seconds = timed(device_of(loaded.model), lambda: hf_generate(
+        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens, sampling))
+    tokens, finish = make_stop(loaded, max_new_tokens, stop_strings).take(generated)
+    return RunResult("pld" if prompt_lookup_tokens else "hf", tokens,
+                     loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

@@ -1,0 +1,220 @@
+"""Side-by-side benchmark: BiTA against HF ``generate``, our AR loop and HF prompt lookup decoding.
+
+Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); ``ar``, our AR
+loop on the loaded model's kernels (the fast path where it applies: the fair comparison);
+``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
+``PLD_TOKENS`` proposed tokens a pass); ``bita`` on the loaded model's kernels.
+
+Per prompt the methods run one after another, each timed alone, in an order that rotates
+from prompt to prompt (so no method always runs on a warmer cache); one short warm-up run of
+each comes first. Ratios are of totals: tokens/s = all new tokens / all seconds.
+
+Sampled (a ``Sampling`` with temperature > 0), every method and prompt starts from the same
+seed; the methods draw differently, so their tokens differ and no identity is checked: the
+report says how it sampled instead (the equality in distribution is tests/lossless/test_sampled.py's).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from tqdm import tqdm
+
+from ..decode.sampling import GREEDY, Sampling
+from ..errors import BitaError
+from ..generate import RunResult, collect, stream_ar, stream_bita
+from ..model.adapter import BitaAdapter
+from ..model.kernels import stock_kernels
+from ..model.loading import LoadedModel, encode_chat
+from ..plan.tree_plan import TreePlan
+from .baselines import run_hf
+from .suites import BenchPrompt
+
+METHODS = ("hf", "ar", "pld", "bita")
+BASELINES = METHODS[:-1]
+LABELS = {"hf": "HF generate", "ar": "our AR loop", "pld": "HF prompt lookup", "bita": "BiTA"}
+# Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
+# kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
+PLD_TOKENS = 4
+WARMUP_TOKENS = 8
+
+
+@dataclass
+class PromptResult:
+    id: str
+    category: str
+    prompt_tokens: int
+    new_tokens: int  # BiTA's (equal to the reference's when identical)
+    forward_passes: int  # BiTA's
+    identical: bool | None  # BiTA's tokens == the reference's (see reference_of); None when sampled
+    seconds: dict[str, float] = field(default_factory=dict)  # method -> wall seconds
+    tokens: dict[str, int] = field(default_factory=dict)  # method -> new tokens
+    same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's (greedy)
+
+    @property
+    def mean_accepted(self) -> float:
+        return self.new_tokens / max(1, self.forward_passes)
+
+
+def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan,
+               prompt_ids: list[int], max_new_tokens: int, sampling: Sampling = GREEDY) -> RunResult:
+    if method in ("hf", "pld"):
+        lookup = PLD_TOKENS if method == "pld" else None
+        with stock_kernels(loaded.model):
+            return run_hf(loaded, prompt_ids, max_new_tokens, prompt_lookup_tokens=lookup, sampling=sampling)
+    if method == "ar":
+        return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens, sampling=sampling))
+    return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))
+
+
+def check_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or "bita" not in methods or len(methods) < 2:
+        raise BitaError(f"methods must include bita and a baseline, from {', '.join(METHODS)}; got {list(methods)}")
+    return tuple(m for m in METHODS if m in methods)
+
+
+def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompt: BenchPrompt,
+                 max_new_tokens: int, methods: tuple[str, ...], turn: int,
+                 sampling: Sampling = GREEDY) -> PromptResult:
+    prompt_ids = encode_chat(loaded.tokenizer, list(prompt.messages))
+    order = methods[turn % len(methods):] + methods[: turn % len(methods)]
+    try:
+        runs = {m: run_method(m, loaded, adapter, plan, prompt_ids, max_new_tokens, sampling) for m in order}
+    except BitaError as error:
+        raise BitaError(f"prompt {prompt.id}: {error}") from None
+    bita = runs["bita"]
+    same = {m: runs[m].tokens == bita.tokens for m in methods if m != "bita"} if sampling.greedy else {}
+    return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
+                        same.get(reference_of(methods)), {m: r.seconds for m, r in runs.items()},
+                        {m: len(r.tokens) for m, r in runs.items()}, same)
+
+
+def reference_of(methods: tuple[str, ...]) -> str:
+    """Whose tokens BiTA must equal: our AR loop (same model, same kernels: the lossless
+    property) when it ran, else HF generate, else prompt lookup."""
+    return next(m for m in ("ar", "hf", "pld") if m in methods)
+
+
+def headline_of(methods: tuple[str, ...]) -> str:
+    """The baseline of the headline speedup: HF generate when it ran (what users run today)."""
+    return next(m for m in BASELINES if m in methods)
+
+
+def spread(ratios: list[float]) -> tuple[float, float]:
+    """25th and 75th percentile of ``ratios`` (the one value twice for a single prompt)."""
+    if len(ratios) < 2:
+        return ratios[0], ratios[0]
+    quartiles = statistics.quantiles(ratios, n=4)
+    return quartiles[0], quartiles[2]
+
+
+def tokens_per_s(results: list[PromptResult], method: str) -> float:
+    """All new tokens of ``method`` over ``results`` / all its seconds."""
+    return sum(r.tokens[method] for r in results) / max(1e-9, sum(r.seconds[method] for r in results))
+
+
+def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
+    """Totals over ``results``: tau (tokens per BiTA pass), tokens/s per method, BiTA's speedup
+    over each baseline (ratio of totals) with its spread over prompts (25th-75th percentile of
+    the per-prompt ratios), and how many prompts each baseline's tokens equal BiTA's (None
+    and {} when sampled: no identity is checked)."""
+    rate = {m: tokens_per_s(results, m) for m in methods}
+    baselines = [m for m in BASELINES if m in methods]
+    new_tokens, passes = sum(r.new_tokens for r in results), sum(r.forward_passes for r in results)
+    sampled = any(r.identical is None for r in results)
+    return {
+        "total": len(results),
+        "identical": None if sampled else sum(r.identical for r in results),
+        "reference": LABELS[reference_of(methods)],
+        "same_as_bita": {} if sampled else {m: sum(r.same_as_bita[m] for r in results) for m in baselines},
+        "new_tokens": new_tokens,
+        "forward_passes": passes,
+        "mean_accepted": new_tokens / max(1, passes),
+        "tokens_per_s": rate,
+        "speedup_vs": {m: rate["bita"] / max(1e-9, rate[m]) for m in baselines},
+        "speedup_spread": {m: spread([tokens_per_s([r], "bita") / max(1e-9, tokens_per_s([r], m)) for r in results])
+                           for m in baselines},
+        "speedup": rate["bita"] / max(1e-9, rate[headline_of(methods)]),
+        "baseline": LABELS[headline_of(methods)],
+    }
+
+
+@dataclass
+class BenchReport:
+    setup: dict  # model, device, dtype, kernels, adapter, drafts, tree, tree_reason, suite, max_new_tokens, methods,
+    #              sampling (temperature, top_p, top_k, seed; temperature 0: greedy)
+    prompts: list[PromptResult]
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(self.setup["methods"])
+
+    def summary(self) -> dict:
+        return {**summarize(self.prompts, self.methods), "device": self.setup["device"],
+                "drafts": self.setup["drafts"], "tree": self.setup["tree"]}
+
+    def by_category(self) -> dict[str, dict]:
+        categories = sorted({r.category for r in self.prompts})
+        return {c: summarize([r for r in self.prompts if r.category == c], self.methods) for c in categories}
+
+    def to_json(self) -> dict:
+        return {"setup": self.setup, "summary": self.summary(), "categories": self.by_category(),
+                "prompts": [{**asdict(r), "mean_accepted": r.mean_accepted} for r in self.prompts]}
+
+    def to_markdown(self) -> str:
+        setup, summary = self.setup, self.summary()
+        baselines = [m for m in BASELINES if m in self.methods]
+        checked = summary["identical"] is not None
+        lines = [f"Model {setup['model']} on {setup['device']} ({setup['dtype']}, kernels {setup['kernels']}), "
+                 f"adapter {setup['adapter']}, drafts {setup['drafts']}, tree {setup['tree']}, "
+                 f"max {setup['max_new_tokens']} new tokens. "
+                 f"HF generate and prompt lookup ({PLD_TOKENS} tokens a pass) run on the stock kernels, our AR "
+                 "loop and BiTA on the loaded model's; vs X = BiTA tok/s / X tok/s over all tokens (25th-75th "
+                 "percentile of the per-prompt ratios).", "",
+                 f"Tree choice: {setup.get('tree_reason', setup['tree'])}.", "",
+                 "| category | prompts | tau | " + " | ".join(f"{LABELS[m]} tok/s" for m in self.methods)
+                 + " | " + " | ".join(f"vs {LABELS[m]}" for m in baselines)
+                 + (f" | identical to {summary['reference']} |" if checked else " |"),
+                 "|---|" + "---:|" * (2 + checked + len(self.methods) + len(baselines))]
+        for name, s in [*self.by_category().items(), ("**all**", summary)]:
+            lines.append(f"| {name} | {s['total']} | {s['mean_accepted']:.2f} | "
+                         + " | ".join(f"{s['tokens_per_s'][m]:.1f}" for m in self.methods) + " | "
+                         + " | ".join(f"{s['speedup_vs'][m]:.2f}x ({s['speedup_spread'][m][0]:.2f}-"
+                                      f"{s['speedup_spread'][m][1]:.2f})" for m in baselines)
+                         + (f" | {s['identical']}/{s['total']} |" if checked else " |"))
+        return "\n".join([*lines, "", self.identity_note(summary)]) + "\n"
+
+    def identity_note(self, summary: dict) -> str:
+        if summary["identical"] is None:
+            return (f"Sampled ({Sampling(**self.setup['sampling']).describe()}; every method and prompt starts from "
+                    "this seed): the methods draw different random numbers, so their tokens may differ; BiTA's output "
+                    "distribution equals AR's (tests/lossless/test_sampled.py), so no identity is checked.")
+        same = ", ".join(f"{LABELS[m]} {n}/{summary['total']}" for m, n in summary["same_as_bita"].items())
+        return f"Prompts whose tokens equal BiTA's: {same}."
+
+
+def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts: list[BenchPrompt],
+              max_new_tokens: int, methods: tuple[str, ...], setup: dict,
+              on_result: Callable[[PromptResult], None] | None = None, sampling: Sampling = GREEDY) -> BenchReport:
+    """Warm up, then benchmark every prompt with a progress bar showing running tau and speedup;
+    greedy, or every run sampled with ``sampling`` (each from a fresh generator seeded alike)."""
+    methods = check_methods(methods)
+    if not prompts:
+        raise BitaError("no prompts to benchmark")
+    warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))
+    for method in methods:
+        run_method(method, loaded, adapter, plan, warm_ids, WARMUP_TOKENS, sampling)
+    results: list[PromptResult] = []
+    bar = tqdm(prompts, desc="bench", unit="prompt")
+    for turn, prompt in enumerate(bar):
+        results.append(bench_prompt(loaded, adapter, plan, prompt, max_new_tokens, methods, turn, sampling))
+        running = summarize(results, methods)
+        identity = {} if running["identical"] is None else {"identical": f"{running['identical']}/{running['total']}"}
+        bar.set_postfix(tau=f"{running['mean_accepted']:.2f}", speedup=f"{running['speedup']:.2f}x", **identity)
+        if on_result:
+            on_result(results[-1])
+    return BenchReport({**setup, "methods": list(methods), "max_new_tokens": max_new_tokens,
+                        "sampling": asdict(sampling)}, results)

@@ -1,0 +1,42 @@
+"""Plain autoregressive decoding, greedy or sampled: our cached loop, with the same step records as BiTA."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from ..model.device import device_of, timed
+from .records import StepRecord
+from .sampling import GREEDY, Sampling, next_token
+from .stopping import StopCondition
+
+
+@torch.inference_mode()
+def _ar_pass(model: nn.Module, cache: DynamicCache, tokens: list[int], sampling: Sampling,
+             generator: torch.Generator | None) -> int:
+    """Feed ``tokens`` after the cache; return the next token (argmax, or drawn from p)."""
+    input_ids = torch.tensor([tokens], device=device_of(model))
+    logits = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    return next_token(logits[0, -1], sampling, generator)
+
+
+def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition,
+             sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+    """AR generation with a KV cache, one StepRecord (kind "ar") per forward pass; greedy, or
+    sampled (bita/sampling.py) with one generator for this run seeded from ``sampling.seed``."""
+    cache = DynamicCache(config=model.config)
+    device = device_of(model)
+    generator = sampling.generator()
+    feed, position, index, finish = list(prompt_ids), 0, 0, None
+    while finish is None:
+        token, seconds = timed(device, lambda: _ar_pass(model, cache, feed, sampling, generator))
+        record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
+                            rows=len(feed), bonus=token, seconds=seconds, sampled=not sampling.greedy)
+        record.emitted, record.finish = stop.take([token])
+        finish = record.finish
+        yield record
+        position += len(feed)
+        feed, index = [token], index + 1

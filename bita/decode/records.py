@@ -1,0 +1,100 @@
+"""Step records: one per forward pass, the data the app, the CLI and the benchmarks render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..drafts.sources import MASK
+from ..drafts.tree import ROOT, DraftTree, TreeNode
+from .verify import walk
+
+ACCEPTED, REJECTED = "accepted", "rejected"
+BONUS = "bonus"  # role of an emitted token that is the pass's own (autoregressive) token
+
+
+def accepted_role(depth: int) -> str:
+    """Role of an emitted token that was an accepted draft at ``depth`` (1-based): 'accepted-1', ..."""
+    return f"accepted-{depth}"
+
+
+@dataclass
+class DraftNode:
+    """A candidate fed in this pass: ``parent`` is a node index, or -1 for the root."""
+
+    token: int
+    parent: int
+    depth: int
+    rank: int  # among the mask drafts of its depth; -1 when only the n-gram chain proposed it
+    prob: float  # draft probability (softmax of the mask's logits) of ``token``; 0 for n-gram-only nodes
+    has_group: bool
+    status: str  # ACCEPTED | REJECTED
+    source: str = MASK  # who proposed it: MASK | NGRAM | BOTH (bita/drafts/sources.py)
+
+
+@dataclass
+class StepRecord:
+    """What one forward pass took in and gave out.
+
+    kind: "prefill" (prompt + first mask group), "tree" (BiTA verify-and-draft), or "ar".
+    position: position of the root row (context length before the pass).
+    root: token fed as root (the previous pass's bonus); in a prefill, the last prompt token.
+    rows: new rows fed (ordinary + candidates + masks).
+    nodes: the draft tree of this pass.
+    accepted: tokens of accepted drafts, root to leaf.
+    bonus: the model's own next token after the accepted drafts (always correct).
+    emitted: tokens this pass adds to the output (accepted + bonus, cut at a stop).
+    next_drafts: per depth, (token, prob) candidates drafted for the next pass.
+    seconds: wall time of the forward pass and its verification (device-synchronised).
+    finish: "eos" | "stop" | "length" once generation ends at this pass, else None.
+    sampled: the pass sampled (temperature > 0): each accepted draft won a random draw, and the
+        bonus was drawn from the model's distribution, renormalised without the candidates the
+        walk rejected just before it (bita/decode/verify.py); else both are argmaxes.
+    attention: on request, bool [rows, P + C + rows] key visibility of each new row.
+    row_kinds: on request, per new row "context" | "root" | "candidate" | "mask".
+    """
+
+    index: int
+    kind: str
+    position: int
+    root: int
+    rows: int
+    nodes: list[DraftNode] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    bonus: int = -1
+    emitted: list[int] = field(default_factory=list)
+    next_drafts: list[list[tuple[int, float]]] = field(default_factory=list)
+    seconds: float = 0.0
+    finish: str | None = None
+    attention: torch.Tensor | None = None
+    row_kinds: list[str] | None = None
+    n_prompt: int = 0
+    sampled: bool = False
+
+    def draft_tree(self) -> DraftTree:
+        """The shape of this pass's candidates: ``nodes`` without their tokens and statuses."""
+        return DraftTree(tuple(TreeNode(n.parent, n.depth, n.rank, n.has_group) for n in self.nodes))
+
+    def accepted_nodes(self) -> tuple[int, ...]:
+        """Indices into ``nodes`` of the accepted path, root to leaf: the verification walk replayed."""
+        return walk(self.draft_tree(),
+                    lambda _, children: next((c for c in children if self.nodes[c].status == ACCEPTED), None))
+
+    def rejected_alternatives(self) -> list[DraftNode]:
+        """The drafts that lost to the bonus token: REJECTED children of the last accepted node (of
+        the root when none was accepted), best rank first. Other rejected nodes either lost to an
+        accepted sibling or hang below a rejected draft (never checked), so are left out."""
+        path = self.accepted_nodes()
+        last = path[-1] if path else ROOT
+        return sorted((n for n in self.nodes if n.parent == last and n.status == REJECTED), key=lambda n: n.rank)
+
+    def emitted_roles(self) -> list[str]:
+        """Role of each token of ``emitted`` (a prefix of ``accepted + [bonus]``): ``accepted_role(d)`` or BONUS."""
+        return [accepted_role(i + 1) if i < len(self.accepted) else BONUS for i in range(len(self.emitted))]
+
+    def emitted_sources(self) -> list[str | None]:
+        """Who proposed each token of ``emitted``: its accepted node's source (MASK, NGRAM or BOTH),
+        None for the bonus."""
+        path = [self.nodes[i].source for i in self.accepted_nodes()]
+        return [path[i] if i < len(path) else None for i in range(len(self.emitted))]

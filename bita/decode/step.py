@@ -1,0 +1,218 @@
+"""BiTA decoding with a KV cache: prefill, then one verify-and-draft forward pass per step.
+
+The cache holds ``[P prompt slots | accepted context]``. Each pass appends its new rows,
+then keeps exactly the root and the accepted candidates (gathered in place, then cropped).
+
+Two things keep a pass cheap. A mask group has only ``tree.depth`` masks, not the adapter's
+n: mask i sees only masks before it, so later masks would draft depths the tree never uses.
+And one LM-head call covers the verified rows and the mask groups, so the head's weights
+(a fifth of a small model's) are read once per pass, unless the groups add many rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from ..drafts.ngram import NgramIndex
+from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
+from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
+from ..model.adapter import BitaAdapter
+from ..model.device import device_of, output_logits, timed
+from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
+from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from .sampling import GREEDY, Sampling, next_token
+from .stopping import StopCondition
+from .verify import verify_greedy, verify_sampling
+
+
+@dataclass
+class Drafts:
+    """Top-k drafts for the next pass: tokens and probs are [depth, k]."""
+
+    tokens: torch.Tensor
+    probs: torch.Tensor
+
+    def as_lists(self) -> list[list[tuple[int, float]]]:
+        return [list(zip(t.tolist(), p.tolist())) for t, p in zip(self.tokens, self.probs)]
+
+
+@dataclass
+class DecodeState:
+    cache: DynamicCache
+    context_length: int  # ordinary tokens in the cache (prompt slots excluded)
+    root: int  # last emitted token: fed, and cached, by the next pass
+    drafts: Drafts | None  # None when the last accepted node carried no mask group, or masks are off
+
+    def rewind(self, n_prompt: int, drafts: Drafts | None) -> None:
+        """Drop what later passes appended to this state's cache (a pass grows the cache in place) and
+        draft with ``drafts`` next: to time one pass shape again and again from the same state."""
+        self.cache.crop(-(self.cache.get_seq_length() - n_prompt - self.context_length))
+        self.drafts = drafts
+
+
+def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, layout: PassLayout,
+                   ordinary_tokens: torch.Tensor, position: int, context_length: int) -> torch.Tensor:
+    """Run the new rows of ``layout`` through the frozen model, appending them to ``cache``.
+
+    ordinary_tokens: [chain + tree.size] token ids; mask rows use the adapter's embeddings.
+    position: position of the root row. Returns last hidden states [R, H].
+    """
+    device = device_of(model)
+    dtype = model.get_input_embeddings().weight.dtype
+    ordinary = model.get_input_embeddings()(ordinary_tokens.to(device)[None])
+    masks = adapter.mask_embeddings[: layout.n_masks].to(dtype).repeat(len(layout.tree.group_anchors), 1)[None]
+    allowed = allowed_keys(layout, adapter.n_prompt, context_length)
+    hidden = model.base_model(
+        inputs_embeds=torch.cat([ordinary, masks], dim=1),
+        position_ids=(position + layout.position_offsets).to(device)[None],
+        attention_mask=additive_mask(allowed, dtype, device),
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state
+    return hidden[0]
+
+
+def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
+    """Mask-group logits [depth, V] -> top-k drafts per depth."""
+    top = torch.softmax(logits, dim=-1).topk(k, dim=-1)
+    return Drafts(top.indices.cpu(), top.values.cpu())
+
+
+# A second LM-head call reads the head's weights again; on a 2-core CPU that costs about as
+# much as 16 more rows in the first call (measured), so groups adding more rows get their own call.
+MAX_SHARED_HEAD_ROWS = 16
+
+
+def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, verified: int):
+    """Logits of the first ``verified`` rows [verified, V], and a function giving a group's
+    logits [depth, V] by its index in ``layout.group_rows``; one head call when cheaper."""
+    groups = layout.group_rows
+    if (groups.shape[0] - 1) * groups.shape[1] > MAX_SHARED_HEAD_ROWS:
+        return (output_logits(model, hidden[:verified]),
+                lambda group: output_logits(model, hidden[groups[group]]))
+    rows = torch.cat([torch.arange(verified), groups.flatten()])
+    logits = output_logits(model, hidden[rows.to(hidden.device)])
+    return logits[:verified], lambda group: logits[verified:].view(*groups.shape, -1)[group]
+
+
+def keep_cache_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
+    """Keep only new rows ``rows`` (ascending) of the pass that began at cache slot ``start``."""
+    kept = len(rows)
+    if rows != list(range(kept)):
+        source = torch.tensor(rows, device=cache.layers[0].keys.device) + start
+        for layer in cache.layers:
+            layer.keys[:, :, start:start + kept] = layer.keys[:, :, source]
+            layer.values[:, :, start:start + kept] = layer.values[:, :, source]
+    cache.crop(-(cache.get_seq_length() - start - kept))
+
+
+def _timed_record(model, record_fn):
+    (state, record), record.seconds = timed(device_of(model), record_fn)
+    return state, record
+
+
+@torch.inference_mode()
+def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
+            record_attention: bool = False, sampling: Sampling = GREEDY,
+            generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
+    """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or
+    drawn with ``generator`` when ``sampling`` samples) and the drafts ``tree`` needs
+    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
+    def run():
+        chain = len(prompt_ids)
+        layout = decode_layout(EMPTY_TREE, tree.depth, chain)
+        cache = adapter.prompt_cache(model, 1, model.get_input_embeddings().weight.dtype)
+        hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
+        logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
+        bonus = next_token(logits[0], sampling, generator)
+        drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
+        keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
+        record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
+                            bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
+                            sampled=not sampling.greedy)
+        attach_attention(record, layout, adapter.n_prompt, 0, record_attention)
+        return DecodeState(cache, chain, bonus, drafts), record
+    return _timed_record(model, run)
+
+
+@torch.inference_mode()
+def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree, index: int,
+              record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
+              sampling: Sampling = GREEDY, generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
+    """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
+
+    The candidates are the trie of ``tree`` filled with ``state.drafts`` (when there are any)
+    merged with the n-gram chain ``ngram`` (bita/trie.py); groups have ``tree.depth`` masks.
+    Verification is the greedy walk, or with ``sampling`` that samples, recursive rejection
+    sampling drawing from ``generator`` (bita/sampling.py). The drafts stay top-k either way.
+    """
+    def run():
+        drafts = state.drafts
+        trie = build_trie(tree, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups)
+        layout = decode_layout(trie.tree, tree.depth, 1)
+        candidates = list(trie.tokens)
+        start = adapter.n_prompt + state.context_length
+        hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
+                                state.context_length, state.context_length)
+        verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + trie.tree.size)
+        verdict = (verify_greedy(trie.tree, candidates, verified_logits.argmax(-1).tolist()) if sampling.greedy
+                   else verify_sampling(trie.tree, candidates, verified_logits, sampling, generator))
+        carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
+        next_drafts = (drafts_from(group_logits(layout.group_of(verdict.last)), tree.max_rank)
+                       if carries_group else None)
+        keep_cache_rows(state.cache, start, [0] + [layout.node_row(i) for i in verdict.accepted])
+        accepted = set(verdict.accepted)
+        nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank,
+                           float(drafts.probs[n.depth - 1, n.rank]) if n.rank != NGRAM_RANK else 0.0,
+                           n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i])
+                 for i, n in enumerate(trie.tree.nodes)]
+        record = StepRecord(index=index, kind="tree", position=state.context_length, root=state.root,
+                            rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],
+                            bonus=verdict.bonus, next_drafts=next_drafts.as_lists() if next_drafts else [],
+                            n_prompt=adapter.n_prompt, sampled=not sampling.greedy)
+        attach_attention(record, layout, adapter.n_prompt, state.context_length, record_attention)
+        new_state = DecodeState(state.cache, state.context_length + 1 + len(verdict.accepted),
+                                verdict.bonus, next_drafts)
+        return new_state, record
+    return _timed_record(model, run)
+
+
+def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_cached: int, wanted: bool) -> None:
+    """When ``wanted``, set ``record.attention`` and ``record.row_kinds`` for a pass of ``layout``."""
+    if not wanted:
+        return
+    record.attention = allowed_keys(layout, n_prompt, n_cached)
+    kinds = ["context"] * (layout.chain - 1) + ["root"] + ["candidate"] * layout.tree.size
+    record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
+
+
+def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
+               stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
+               ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+    """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
+
+    ``tree``: the mask tree (EMPTY_TREE: no mask drafts). ``ngram_tokens`` > 0 adds to every
+    pass the n-gram chain of up to that many tokens looked up in prompt + output (bita/ngram.py).
+    ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
+    exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
+    """
+    generator = sampling.generator()
+    state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
+    record.emitted, record.finish = stop.take([record.bonus])
+    history = NgramIndex(prompt_ids + [record.bonus]) if ngram_tokens else None
+    yield record
+    index = 1
+    while record.finish is None:
+        ngram = history.propose(ngram_tokens) if history is not None else ()
+        state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
+                                  sampling, generator)
+        record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+        if history is not None:
+            history.extend(record.accepted + [record.bonus])
+        index += 1
+        yield record

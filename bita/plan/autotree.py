@@ -1,0 +1,142 @@
+"""Hardware-aware draft tree: the shape that maximises expected tokens per second here.
+
+Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``);
+seconds per pass come from passes timed on this device for this model (cached on disk) and
+interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree beats
+plain AR, the answer is AR.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..decode.masks import decode_layout
+from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
+from ..model.adapter import BitaAdapter
+from ..model.device import describe_device
+from ..model.loading import LoadedModel, cache_root
+from ..model.rank_stats import stored_ranks
+from .acceptance import forecast
+from .costs import measure_pass_costs
+
+AUTO = "auto"
+MAX_TOPK = 6
+REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:3,2,2/chain-groups",
+                   "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
+COSTS_FILE = "pass-costs.json"
+TABLE_VERSION = "v3"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels
+
+
+@dataclass
+class CostTable:
+    """Measured seconds per pass on one device: AR, and passes by row count (AR is rows 1)."""
+
+    key: str
+    ar: float
+    points: list[tuple[int, float]]  # (rows, seconds), sorted by rows
+
+    def seconds(self, rows: int) -> float:
+        """Piecewise-linear in rows; extended past the last point along the last segment."""
+        xs, ys = zip(*self.points)
+        if rows <= xs[-1] or len(xs) == 1:
+            return float(np.interp(rows, xs, ys))
+        slope = (ys[-1] - ys[-2]) / max(1, xs[-1] - xs[-2])
+        return ys[-1] + slope * (rows - xs[-1])
+
+
+def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
+    """Pass costs depend on the model, the device, the dtype, the kernels and the adapter's P and n."""
+    return "|".join([adapter.config.base.fingerprint, describe_device(loaded.device), str(loaded.model.dtype),
+                     loaded.kernels, f"P{adapter.n_prompt}", f"n{adapter.n_masks}", TABLE_VERSION])
+
+
+def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,
+               repeats: int = 8) -> CostTable:
+    """The cached table for this model and device, measuring it (tens of seconds) the first time."""
+    path = path or cache_root() / COSTS_FILE
+    key = cost_key(loaded, adapter)
+    cached = json.loads(path.read_text()) if path.is_file() else {}
+    if key in cached:
+        return CostTable(**{**cached[key], "points": [tuple(p) for p in cached[key]["points"]]})
+    rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
+    points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
+    table = CostTable(key, rows[0]["seconds"], points)
+    cached[key] = asdict(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(json.dumps(cached, indent=1))
+    os.replace(staging, path)
+    return table
+
+
+def candidate_trees(n_masks: int, max_topk: int = MAX_TOPK) -> list[str]:
+    """Chains, efficient trees with non-increasing top-k per depth (with and without
+    ``/chain-groups``), and small full trees, for every depth up to ``n_masks``."""
+    specs = []
+    for depth in range(1, n_masks + 1):
+        specs.append(f"chain:{depth}")
+        for ks in itertools.product(range(max_topk, 0, -1), repeat=depth):
+            if list(ks) == sorted(ks, reverse=True) and ks[0] > 1:
+                base = "efficient:" + ",".join(map(str, ks))
+                specs += [base, base + "/chain-groups"]
+                if depth > 1 and int(np.prod(ks)) <= 12:
+                    specs.append("full:" + ",".join(map(str, ks)) + "/chain-groups")
+    return specs
+
+
+@dataclass(frozen=True)
+class TreeChoice:
+    """``tree`` None: no tree beats plain AR here, so decoding falls back to AR."""
+
+    tree: DraftTree | None
+    tokens_per_second: float  # expected, of the choice
+    ar_tokens_per_second: float
+    ranking: tuple[tuple[str, float, float], ...]  # (spec, tau, expected tok/s), best first
+
+    def drafting(self) -> TreeChoice:
+        """The best tree even where plain AR would be faster: for showing the method at work."""
+        if self.tree is not None or not self.ranking:
+            return self
+        spec, _, rate = self.ranking[0]
+        return replace(self, tree=parse_tree_spec(spec), tokens_per_second=rate)
+
+    def describe(self) -> str:
+        if self.tree is not None and self.tokens_per_second <= self.ar_tokens_per_second:
+            return (f"auto (drafting): {self.tree.spec} ({self.tokens_per_second:.1f} tok/s expected); the fastest "
+                    f"choice here is plain AR ({self.ar_tokens_per_second:.1f} tok/s)")
+        if self.tree is None:
+            best = self.ranking[0] if self.ranking else ("none", 0.0, 0.0)
+            return (f"auto: AR ({self.ar_tokens_per_second:.1f} tok/s expected); no tree pays here, the best, "
+                    f"{best[0]}, would give {best[2]:.1f} tok/s")
+        return (f"auto: {self.tree.spec} ({self.tokens_per_second:.1f} tok/s expected vs AR "
+                f"{self.ar_tokens_per_second:.1f})")
+
+
+def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | None = None) -> TreeChoice:
+    """The candidate with the highest expected tokens/s, or AR when none beats it."""
+    scored = []
+    for spec in candidates or candidate_trees(n_masks):
+        tree = parse_tree_spec(spec)
+        guess = forecast(tree, ranks)
+        rate = guess.tokens_per_second(costs.seconds(decode_layout(tree, tree.depth).rows),
+                                       costs.seconds(decode_layout(EMPTY_TREE, tree.depth).rows))
+        scored.append((rate, guess.tokens_per_pass, tree))
+    scored.sort(key=lambda s: -s[0])
+    ranking = tuple((tree.spec, tau, rate) for rate, tau, tree in scored[:10])
+    ar_rate = 1.0 / costs.ar
+    best_rate, _, best_tree = scored[0]
+    if best_rate <= ar_rate:
+        return TreeChoice(None, ar_rate, ar_rate, ranking)
+    return TreeChoice(best_tree, best_rate, ar_rate, ranking)
+
+
+def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:
+    """Choose for this model, adapter and device (measuring pass costs once per device)."""
+    ranks = stored_ranks(adapter)
+    return choose_tree(ranks, cost_table(loaded, adapter), adapter.n_masks)

@@ -1,0 +1,48 @@
+"""Measured wall time of one forward pass per tree shape, on the current device."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+from tqdm import tqdm
+
+from ..decode.autoregressive import ar_steps
+from ..decode.masks import decode_layout
+from ..decode.step import Drafts, prefill, tree_step
+from ..decode.stopping import StopCondition
+from ..drafts.tree import parse_tree_spec
+from ..model.adapter import BitaAdapter
+from ..model.loading import LoadedModel
+
+COST_TREES = ["chain:1", "chain:2", "chain:3", "efficient:3/chain-groups", "efficient:2,2,2/chain-groups",
+              "efficient:3,2,2/chain-groups", "efficient:3,2,2", "efficient:4,3,2", "efficient:5,4,3",
+              "efficient:5,5,5", "full:2,2,2", "full:3,3,3"]
+AR_LABEL = "ar (HF-style 1-token pass)"
+
+
+def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[str], context: int = 300,
+                       repeats: int = 10) -> list[dict]:
+    """Median seconds of one pass for plain AR and for each tree over a ``context``-token cache.
+
+    Rounds interleave one pass of each (AR first), so a machine whose speed drifts skews all
+    alike; the first round is a warm-up. Returns dicts with ``tree``, ``rows``, ``seconds``; AR first.
+    """
+    generator = torch.Generator().manual_seed(0)
+    vocab = loaded.model.get_output_embeddings().weight.shape[0]
+    prompt = torch.randint(100, vocab, (context,), generator=generator).tolist()
+    trees = [parse_tree_spec(spec) for spec in specs]
+    states = [prefill(loaded.model, adapter, prompt, tree)[0] for tree in trees]
+    ar = ar_steps(loaded.model, prompt, StopCondition(repeats + 2))
+    next(ar)  # the prefill is not a decoding pass
+    times: list[list[float]] = [[] for _ in range(len(trees) + 1)]
+    for index in tqdm(range(repeats + 1), desc="pass cost", unit="round"):
+        times[0].append(next(ar).seconds)
+        for tree, state, seconds in zip(trees, states, times[1:]):
+            shape = (tree.depth, tree.max_rank)
+            state.rewind(adapter.n_prompt, Drafts(torch.randint(100, vocab, shape, generator=generator),
+                                                  torch.full(shape, 0.5)))
+            _, record = tree_step(loaded.model, adapter, state, tree, index)
+            seconds.append(record.seconds)
+    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(tree, tree.depth).rows) for spec, tree in zip(specs, trees)]
+    return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:])} for (label, n), t in zip(rows, times)]

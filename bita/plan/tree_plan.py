@@ -1,0 +1,94 @@
+"""What a request drafts with: the mask tree (explicit, or ``auto``'s choice for this device) and
+the n-gram chain, checked against the adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
+from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
+from ..errors import BitaError
+from ..model.adapter import BitaAdapter
+from ..model.loading import LoadedModel
+from .autotree import AUTO, auto_tree
+
+DEFAULT_TREE = AUTO
+DEFAULT_NGRAM_TOKENS = 4
+MAX_NGRAM_TOKENS = 16
+
+
+def resolve_tree(tree: str | DraftTree, adapter: BitaAdapter) -> DraftTree:
+    tree = parse_tree_spec(tree) if isinstance(tree, str) else tree
+    if tree.depth > adapter.n_masks:
+        raise BitaError(f"tree {tree.spec!r} has depth {tree.depth} but the adapter drafts only "
+                        f"{adapter.n_masks} tokens per pass")
+    return tree
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """What BiTA drafts with. ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or None for
+    plain AR passes (nothing drafts); ``ngram_tokens``: length of the n-gram chain added to every
+    pass (0: none)."""
+
+    tree: DraftTree | None
+    reason: str  # one line for people: what was chosen and why
+    ngram_tokens: int = 0
+
+    @property
+    def spec(self) -> str:
+        if self.tree is None:
+            return "ar"
+        parts = [self.tree.spec] if self.tree.size else []
+        return "+".join(parts + ([f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []))
+
+    @property
+    def extra_rows(self) -> int:
+        """How far past the root a pass's positions reach: the deepest candidate, then a mask group."""
+        return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
+
+
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False) -> TreePlan:
+    """An explicit tree as given, or for ``auto`` the shape with the highest expected tokens/s
+    on this device, or plain AR where none beats it (``drafting``: the best tree even then) or
+    the adapter has no acceptance statistics."""
+    if tree != AUTO:
+        tree = resolve_tree(tree, adapter)
+        return TreePlan(tree, f"{tree.spec} (as asked)")
+    try:
+        choice = auto_tree(loaded, adapter)
+    except BitaError as error:
+        return TreePlan(None, f"auto: plain AR, since {error}")
+    choice = choice.drafting() if drafting else choice
+    return TreePlan(choice.tree, choice.describe())
+
+
+def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
+              drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
+              drafting: bool = False) -> TreePlan:
+    """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
+
+    ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
+    adds the chain to the mask tree; where ``auto`` finds no mask tree that pays, it drafts
+    with the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is
+    one row, like an AR pass. The n-gram acceptance is not forecast, so that is not cost-checked.
+    """
+    if isinstance(tree, TreePlan):
+        return tree
+    if drafts not in DRAFT_OPTIONS:
+        raise BitaError(f"drafts must be one of {', '.join(DRAFT_OPTIONS)}, not {drafts!r}")
+    source = DRAFT_OPTIONS[drafts]
+    if source == MASK:
+        return plan_masks(loaded, adapter, tree, drafting)
+    if not isinstance(ngram_tokens, int) or not 1 <= ngram_tokens <= MAX_NGRAM_TOKENS:
+        raise BitaError(f"ngram_tokens must be an integer from 1 to {MAX_NGRAM_TOKENS}, not {ngram_tokens!r}")
+    chain = f"n-gram chains of up to {ngram_tokens} tokens"
+    if source == NGRAM:
+        unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
+        return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
+                        ngram_tokens)
+    masks = plan_masks(loaded, adapter, tree, drafting)
+    if masks.tree is None:
+        return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (their acceptance is "
+                                    "not forecast; a pass they do not draft is one row, like AR)", ngram_tokens)
+    return TreePlan(masks.tree, f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens)

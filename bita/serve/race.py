@@ -1,0 +1,68 @@
+"""Two decoders side by side: one pass of each in turn, each pass timed alone.
+
+The app's AR-vs-BiTA view drives two step streams with ``race``. Alternating single passes
+keeps the comparison fair on a shared machine: both see the same load at the same moments,
+and the clock counts only each decoder's own passes (``StepRecord.seconds``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..decode.records import StepRecord
+
+
+@dataclass
+class Lane:
+    """One decoder's progress: its records so far and the tokens they emitted."""
+
+    name: str
+    records: list[StepRecord] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    finished: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.records)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def passes(self) -> int:
+        return len(self.records)
+
+    def advance(self, steps: Iterator[StepRecord]) -> None:
+        """Take one pass from ``steps``; mark the lane finished when the stream ends or stops."""
+        record = next(steps, None)
+        if record is None:
+            self.finished = True
+            return
+        self.records.append(record)
+        self.tokens.extend(record.emitted)
+        self.finished = record.finish is not None
+
+
+def drafted(lane: Lane) -> bool:
+    """Whether some pass of ``lane`` emitted more than its own token (accepted a draft); if not,
+    it did the same work as plain AR, and a tok/s ratio against AR is noise."""
+    return len(lane.tokens) > lane.passes
+
+
+def speedup(lane: Lane, baseline: Lane) -> float:
+    """lane tokens/s over baseline tokens/s (0 until both have timed passes)."""
+    return lane.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
+
+
+def race(first: tuple[str, Iterator[StepRecord]], second: tuple[str, Iterator[StepRecord]]) \
+        -> Iterator[tuple[Lane, Lane]]:
+    """Alternate one pass of each stream until both finish, yielding both lanes after every round."""
+    lanes = (Lane(first[0]), Lane(second[0]))
+    streams = (first[1], second[1])
+    while not all(lane.finished for lane in lanes):
+        for lane, steps in zip(lanes, streams):
+            if not lane.finished:
+                lane.advance(steps)
+        yield lanes

@@ -1,0 +1,98 @@
+"""The SAR objective: packed mask groups over self-generated sequences, frozen base model.
+
+Each sample packs up to G mask groups (one per anchor position). The ordinary tokens are
+encoded once without gradient (their key/values never depend on the adapter); the mask rows
+then attend to ``[prompt slots | those key/values | their own group]`` with gradient.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import DynamicCache
+
+from ..decode.masks import additive_mask, packed_groups
+from ..model.adapter import BitaAdapter
+from ..model.device import output_logits
+
+IGNORE = -100
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] right-padded prompt + answer
+    lengths: torch.Tensor  # [B]
+    anchors: torch.Tensor  # [B, G] ordinary positions carrying a mask group, -1 = unused
+
+
+def make_batch(samples: list[dict], n_anchors: int, max_length: int, rng: random.Random,
+               every_anchor: bool = False) -> Batch:
+    """Anchors lie in the answer: from the last prompt token to the third-last token.
+    ``every_anchor``: take the first ``n_anchors`` anchors in order (for evaluation)."""
+    sequences, anchor_lists = [], []
+    for sample in samples:
+        sequence = (sample["prompt_ids"] + sample["answer_ids"])[:max_length]
+        candidates = list(range(len(sample["prompt_ids"]) - 1, len(sequence) - 2))
+        chosen = candidates[:n_anchors] if every_anchor else sorted(rng.sample(candidates, min(n_anchors, len(candidates))))
+        sequences.append(sequence)
+        anchor_lists.append(chosen + [-1] * (n_anchors - len(chosen)))
+    width = max(map(len, sequences))
+    return Batch(torch.tensor([s + [0] * (width - len(s)) for s in sequences]),
+                 torch.tensor([len(s) for s in sequences]), torch.tensor(anchor_lists))
+
+
+class SarObjective(nn.Module):
+    """The adapter plus a (non-registered) frozen base model; forward returns the SAR loss and
+    per-depth top-1 counts. Wrapping makes the adapter the only module DDP synchronises."""
+
+    def __init__(self, adapter: BitaAdapter, model: nn.Module):
+        super().__init__()
+        self.adapter = adapter
+        self._frozen = (model,)
+
+    def mask_logits(self, input_ids, lengths, anchors):
+        """Logits of every mask row and what it should predict.
+
+        input_ids: [B, T]; lengths: [B]; anchors: [B, G] (-1 = unused group).
+        Returns logits [B, G*n, V], targets [B, G*n] (IGNORE where not counted), counted [B, G*n] bool.
+        """
+        model = self._frozen[0]
+        n = self.adapter.n_masks
+        batch, width = input_ids.shape
+        dtype = model.get_input_embeddings().weight.dtype
+        valid = torch.arange(width, device=input_ids.device)[None] < lengths[:, None]  # [B, T]
+        with torch.no_grad():
+            ordinary = DynamicCache()
+            model.base_model(input_ids=input_ids, attention_mask=valid.long(), past_key_values=ordinary, use_cache=True)
+        context = [(layer.keys, layer.values) for layer in ordinary.layers]
+        packed = packed_groups(anchors, n, width)
+        rows = anchors.shape[1] * n
+        allowed = torch.cat([
+            torch.ones(batch, rows, self.adapter.n_prompt, dtype=torch.bool, device=input_ids.device),
+            packed.visible_ordinary & valid[:, None, :],
+            packed.visible_masks[None].expand(batch, -1, -1),
+        ], dim=2)
+        hidden = model.base_model(
+            inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(batch, -1, -1),
+            position_ids=packed.positions,
+            attention_mask=additive_mask(allowed, dtype, input_ids.device),
+            past_key_values=self.adapter.prompt_cache(model, batch, dtype, context),
+            use_cache=True,
+        ).last_hidden_state
+        counted = (anchors >= 0).repeat_interleave(n, dim=1) & (packed.target_index < lengths[:, None])
+        targets = input_ids.gather(1, packed.target_index.clamp(max=width - 1)).masked_fill(~counted, IGNORE)
+        return output_logits(model, hidden), targets, counted
+
+    def forward(self, input_ids, lengths, anchors):
+        """SAR loss (cross-entropy on mask rows) and per-depth top-1 hits and counts [n]."""
+        logits, targets, counted = self.mask_logits(input_ids, lengths, anchors)
+        n = self.adapter.n_masks
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+        hits = (logits.argmax(-1) == targets) & counted
+        depth = torch.arange(logits.shape[1], device=input_ids.device) % n
+        per_depth = lambda x: torch.zeros(n, device=x.device).index_add_(0, depth, x.float().sum(0))  # noqa: E731
+        return loss, per_depth(hits), per_depth(counted)

@@ -1,0 +1,102 @@
+"""Prompt suites and the side-by-side bench (real default model, a few short prompts)."""
+
+import json
+from collections import Counter
+
+import pytest
+from bita.bench.suites import humaneval, load_prompts, mt_bench
+
+from bita.cli import main
+from bita.errors import BitaError
+
+
+def test_packaged_suites_are_complete():
+    questions = mt_bench()
+    assert len(questions) == 80 and set(Counter(q.category for q in questions).values()) == {10}
+    problems = humaneval()
+    assert len(problems) == 164 and "def has_close_elements" in problems[0].messages[0]["content"]
+    both = load_prompts("all", limit=3)
+    assert [p.id for p in both] == ["mt-bench/81", "mt-bench/82", "mt-bench/83", "HumanEval/0", "HumanEval/1",
+                                    "HumanEval/2"]
+    sampled = load_prompts("all", per_category=2)
+    assert len(sampled) == 18 and Counter(p.category for p in sampled)["humaneval"] == 2
+
+
+@pytest.mark.parametrize("line,message", [
+    ("{not json", "not JSON"),
+    ('{"prompt": "   "}', "non-empty"),
+    ('{"messages": [{"role": "assistant", "content": "hi"}]}', "ending with a user turn"),
+])
+def test_bad_prompt_files_are_refused(tmp_path, line, message):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"prompt": "fine"}\n' + line + "\n")
+    with pytest.raises(BitaError, match=message):
+        load_prompts(prompts_file=str(path))
+    with pytest.raises(BitaError, match="no prompts file"):
+        load_prompts(prompts_file=str(tmp_path / "missing.jsonl"))
+
+
+def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n"
+                       + json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"}]}) + "\n")
+    report_path, table_path, page = tmp_path / "bench.json", tmp_path / "bench.md", tmp_path / "bench.html"
+    code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "efficient:2,2,1",
+                 "--json", str(report_path), "--markdown", str(table_path), "--html", str(page)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    summary = report["summary"]
+    assert report["setup"]["kernels"] == "fast" and report["setup"]["methods"] == ["hf", "ar", "pld", "bita"]
+    assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1+ngram:4"
+    assert summary["drafts"] == "both"
+    assert summary["reference"] == "our AR loop" and summary["baseline"] == "HF generate"
+    assert summary["mean_accepted"] >= 1 and set(summary["speedup_vs"]) == {"hf", "ar", "pld"}
+    assert summary["speedup"] == summary["speedup_vs"]["hf"] > 0
+    assert all(0 < low <= high for low, high in summary["speedup_spread"].values())
+    assert all(rate > 0 for rate in summary["tokens_per_s"].values())
+    assert set(report["categories"]) == {"chat", "prompts"}
+    first = report["prompts"][0]
+    assert first["id"] == "a" and set(first["seconds"]) == {"hf", "ar", "pld", "bita"}
+    assert first["tokens"]["hf"] == first["tokens"]["ar"] == first["tokens"]["pld"] == first["new_tokens"]
+    table = table_path.read_text()
+    assert "| **all** | 2 |" in table and all(f"vs {name}" in table for name in ("HF generate", "our AR loop",
+                                                                                  "HF prompt lookup"))
+    assert "Prompts whose tokens equal BiTA's: HF generate 2/2, our AR loop 2/2, HF prompt lookup 2/2." in table
+    figures = page.read_text()
+    assert all(title in figures for title in ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass"))
+
+
+def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path, capsys, default_model):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n")
+    report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "chain:2",
+                 "--methods", "ar,pld,bita", "--temperature", "0.7", "--top-k", "40", "--seed", "3",
+                 "--json", str(report_path), "--markdown", str(table_path)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    assert report["setup"]["sampling"] == {"temperature": 0.7, "top_p": 1.0, "top_k": 40, "seed": 3}
+    assert report["summary"]["identical"] is None and report["prompts"][0]["identical"] is None
+    assert report["summary"]["mean_accepted"] >= 1 and all(r > 0 for r in report["summary"]["tokens_per_s"].values())
+    table = table_path.read_text()
+    assert "identical to" not in table and "Sampled (temperature 0.7, top-p 1, top-k 40, seed 3;" in table
+    assert "| **all** | 1 |" in table
+
+
+def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):
+    """HF generate and prompt lookup time what users run today, on the same loaded model."""
+    import bita.bench.report
+    from bita.plan.tree_plan import TreePlan
+
+    seen = []
+    monkeypatch.setattr(bita.bench, "run_hf", lambda loaded, *args, **kwargs: seen.append(
+        ("forward" in vars(loaded.model.lm_head), kwargs["prompt_lookup_tokens"])))
+    for method in ("hf", "pld"):
+        bita.bench.report.run_method(method, default_model, None, TreePlan(None, "plain AR"), [1, 2], 4)
+    assert seen == [(False, None), (False, bita.bench.report.PLD_TOKENS)]
+    assert "forward" in vars(default_model.model.lm_head), "the fast path is back afterwards"
+
+
+def test_bench_refuses_a_run_without_baseline(capsys):
+    assert main(["bench", "--limit", "1", "--methods", "bita"]) == 2
+    assert "baseline" in capsys.readouterr().err

@@ -1,0 +1,151 @@
+"""Greedy BiTA equals greedy AR token for token, on every tiny architecture."""
+
+from collections import Counter
+
+import pytest
+import torch
+from conftest import random_prompts
+
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.records import ACCEPTED
+from bita.decode.step import Drafts, bita_steps, prefill, tree_step
+from bita.decode.stopping import StopCondition
+from bita.drafts.sources import BOTH, NGRAM
+from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
+from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE
+from bita.model.adapter import BitaAdapter
+
+SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1"]
+
+
+def emitted(steps):
+    return [t for record in steps for t in record.emitted]
+
+
+@pytest.mark.parametrize("spec,prompt_tokens,prompt_style", [(s, 8, "deep") for s in SPECS]
+                         + [(SPECS[0], 8, "shallow"), (SPECS[0], 0, "deep")])
+def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_style):
+    adapter = BitaAdapter.create(tiny, prompt_tokens=prompt_tokens, mask_tokens=3, seed=0, prompt_style=prompt_style)
+    tree = parse_tree_spec(spec)
+    for prompt in random_prompts(8, seed=11):
+        reference = hf_generate(tiny, prompt, 24, [])
+        assert emitted(ar_steps(tiny, prompt, StopCondition(24))) == reference
+        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24)))
+        assert emitted(records) == reference
+        assert records[-1].finish == "length" and all(r.finish is None for r in records[:-1])
+
+
+def test_bita_stops_at_the_same_eos(tiny):
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
+    tree = parse_tree_spec("efficient:3,2,2")
+    for prompt in random_prompts(6, seed=21):
+        free_run = hf_generate(tiny, prompt, 30, [])
+        eos = free_run[9]  # a token the model really produces: generation must stop at its first use
+        reference = hf_generate(tiny, prompt, 30, [eos])
+        assert reference[-1] == eos and len(reference) <= 10
+        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(30, [eos])))
+        assert emitted(records) == reference and records[-1].finish == "eos"
+
+
+def oracle_drafts(truth, start, n, rank, vocab):
+    """Drafts whose true continuation sits at ``rank`` (other ranks: decoys)."""
+    future = truth[start:start + n] + [0] * n
+    tokens = torch.tensor([[(t + 1 + r) % vocab if r != rank else t for r in range(3)] for t in future[:n]])
+    return Drafts(tokens, torch.full(tokens.shape, 1 / 3))
+
+
+def exact_passes(tiny, spec: str, prepare, passes: int = 5):
+    """Prefill a prompt for tree ``spec``, then ``passes`` tree steps, yielding (state, record)
+    after each. Before a step, ``prepare(state, truth, done, vocab)`` may set ``state.drafts``
+    and returns extra ``tree_step`` arguments. Checks that the output so far equals HF
+    generate's after every step and that the cache holds exactly the context at the end."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
+    tree = parse_tree_spec(spec)
+    vocab = tiny.get_output_embeddings().weight.shape[0]
+    prompt = random_prompts(1, seed=31)[0]
+    truth = hf_generate(tiny, prompt, 40, [])
+    state, record = prefill(tiny, adapter, prompt, tree)
+    output = [record.bonus]
+    for index in range(1, passes + 1):
+        state, record = tree_step(tiny, adapter, state, tree, index, **prepare(state, truth, len(output), vocab))
+        yield state, record
+        output += record.accepted + [record.bonus]
+        assert output == truth[:len(output)]
+    assert state.context_length == len(prompt) + len(output) - 1
+
+
+@pytest.mark.parametrize("rank,expected_per_pass", [(0, 4), (1, 2)])
+def test_acceptance_paths_keep_the_cache_exact(tiny, rank, expected_per_pass):
+    """Feed drafts that hold the truth at rank 0 (whole chain accepted, n+1 tokens a pass) or at
+    rank 1 (a sibling accepted, then stop: 2 tokens a pass). Output must stay exact throughout,
+    which checks the in-place cache compaction on both paths."""
+    def with_oracle_drafts(state, truth, done, vocab):
+        state.drafts = oracle_drafts(truth, done, 3, rank, vocab)
+        return {}
+
+    for _, record in exact_passes(tiny, "efficient:3,3,3", with_oracle_drafts):
+        assert len(record.accepted) + 1 == expected_per_pass
+
+
+class ScriptedChains:
+    """Stands in for ``NgramIndex`` in ``bita_steps``: proposes the true continuation
+    (``shift`` 0), or those tokens shifted in the vocabulary (always wrong)."""
+
+    def __init__(self, output, truth, shift, vocab):
+        self.done, self.truth, self.shift, self.vocab = len(output), truth, shift, vocab
+
+    def extend(self, tokens):
+        self.done += len(tokens)
+
+    def propose(self, max_tokens):
+        return [(t + self.shift) % self.vocab for t in self.truth[self.done:self.done + max_tokens]]
+
+
+@pytest.mark.parametrize("chains,spec,ngram_groups", [
+    ("lookup", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("lookup", "", GROUPS_NONE),
+    ("oracle", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("oracle", "efficient:3,2,2/chain-groups", GROUPS_LAST),
+    ("oracle", "chain:2", GROUPS_ALL), ("oracle", "", GROUPS_NONE),
+    ("wrong", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("wrong", "", GROUPS_NONE)])
+def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, spec, ngram_groups):
+    """Mask drafts and n-gram chains in one trie (n-gram chains alone where ``spec`` is empty),
+    the chains looked up in the context as in real use, or forced to hit or to miss."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
+    tree = parse_tree_spec(spec) if spec else EMPTY_TREE
+    vocab = tiny.get_output_embeddings().weight.shape[0]
+    sources = Counter()
+    for prompt in random_prompts(4, seed=11):
+        reference = hf_generate(tiny, prompt, 24, [])
+        if chains != "lookup":
+            shift = 0 if chains == "oracle" else 7
+            monkeypatch.setattr("bita.decode.step.NgramIndex",
+                                lambda history: ScriptedChains(history[len(prompt):], reference, shift, vocab))
+        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
+                                  ngram_groups=ngram_groups))
+        assert emitted(records) == reference
+        sources.update(n.source for r in records for n in r.nodes if n.status == ACCEPTED)
+    if chains == "oracle":
+        assert sources[NGRAM] + sources[BOTH] >= 24 and len(records) <= 6
+    if chains == "wrong":
+        assert sources[NGRAM] + sources[BOTH] == 0
+
+
+@pytest.mark.parametrize("chain_hits,mask_rank,ngram_groups,per_pass,drafts_after", [
+    (True, 3, GROUPS_NONE, 5, False),  # n-gram chain accepted past the masks' depth: next pass has no mask drafts
+    (True, 3, GROUPS_LAST, 5, True),  # ... unless its last node carries a group
+    (True, 0, GROUPS_NONE, 5, False),  # chain and mask chain share 3 nodes, the chain adds a 4th
+    (False, 0, GROUPS_NONE, 4, True),  # the chain misses, the masks' whole chain is accepted
+    (False, 3, GROUPS_NONE, 1, True),  # everything misses: the root group drafts
+])
+def test_ngram_paths_keep_the_cache_exact(tiny, chain_hits, mask_rank, ngram_groups, per_pass, drafts_after):
+    """Chains of the true continuation (or of wrong tokens) with mask drafts holding the truth at
+    rank ``mask_rank`` (3: nowhere). Output stays exact on every path, including passes with no
+    mask drafts, which checks the cache compaction and the trie's rows."""
+    def with_chain(state, truth, done, vocab):
+        if state.drafts is not None:
+            state.drafts = oracle_drafts(truth, done, 3, mask_rank, vocab)
+        future = truth[done:done + 4]
+        return {"ngram": future if chain_hits else [(t + 7) % vocab for t in future], "ngram_groups": ngram_groups}
+
+    for state, record in exact_passes(tiny, "efficient:3,3,3/chain-groups", with_chain):
+        assert len(record.accepted) + 1 == per_pass and (state.drafts is not None) == drafts_after

@@ -1,0 +1,168 @@
+"""Sampled BiTA draws from exactly the AR distribution, on a tiny model over 16 tokens.
+
+For several trees and settings, the joint distribution of the first TOKENS sampled tokens is
+estimated from RUNS seeded runs of BiTA and RUNS of our AR loop (disjoint seeds) and
+compared by a two-sample chi-square test at ALPHA; BiTA with a wrong update after a
+rejection fails the same test. Our AR loop itself draws what HF ``generate(do_sample=True)``
+draws, token for token, with the same seed.
+"""
+
+from collections import Counter
+from functools import partial
+from itertools import zip_longest
+
+import pytest
+import torch
+from chi_square import homogeneity
+from conftest import COMMON, random_prompts, tiny_model
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.sampling import Sampling
+from bita.decode.step import bita_steps
+from bita.decode.stopping import StopCondition
+from bita.decode.verify import verify_sampling
+from bita.drafts.tree import parse_tree_spec
+from bita.model.adapter import BitaAdapter
+
+ALPHA = 1e-3  # a correct BiTA fails one of these tests with probability ALPHA; seeds are fixed, so CI is deterministic
+RUNS = 1200  # per method and case
+TOKENS = 3  # the first TOKENS sampled tokens, as one joint category
+SMALL_VOCAB = 16
+PROMPT = [3, 5, 7, 9, 11, 4]
+BITA_SEEDS = 1_000_000  # BiTA's seeds start here, AR's at 0: the two samples are independent
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def drafting():
+    """A tiny Llama over 16 tokens with an untrained adapter whose drafts land often: every
+    input embedding and every mask embedding share one direction, so the mask rows predict
+    roughly what the ordinary rows do. Both paths of the walk, accept and reject, stay busy."""
+    torch.manual_seed(0)
+    config = LlamaConfig(**{**COMMON, "vocab_size": SMALL_VOCAB})
+    config.initializer_range = 0.2
+    model = AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
+    adapter = BitaAdapter.create(model, prompt_tokens=8, mask_tokens=3, seed=0)
+    shared = torch.randn(config.hidden_size, generator=torch.Generator().manual_seed(1)) * 0.4
+    model.get_input_embeddings().weight.data += shared
+    adapter.mask_embeddings.data += shared
+    return model, adapter
+
+
+def emitted(steps) -> list[int]:
+    return [t for record in steps for t in record.emitted]
+
+
+@pytest.fixture(scope="module")
+def ar_counts(drafting):
+    """settings (temperature, top_p, top_k) -> Counter of AR's first TOKENS tokens over RUNS seeds."""
+    model, _ = drafting
+    cache: dict[tuple, Counter] = {}
+
+    def counts(settings: tuple) -> Counter:
+        if settings not in cache:
+            cache[settings] = Counter(
+                tuple(emitted(ar_steps(model, PROMPT, StopCondition(TOKENS), Sampling(*settings, seed=seed))))
+                for seed in range(RUNS))
+        return cache[settings]
+    return counts
+
+
+def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int) -> tuple[Counter, float]:
+    """Counter of BiTA's first TOKENS tokens over RUNS seeds, and the share of its tree passes
+    that accepted a draft."""
+    model, adapter = drafting
+    tree, counts, passes, accepting = parse_tree_spec(spec), Counter(), 0, 0
+    for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
+        records = list(bita_steps(model, adapter, PROMPT, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
+                                  sampling=Sampling(*settings, seed=seed)))
+        counts[tuple(emitted(records))] += 1
+        passes += len(records) - 1
+        accepting += sum(bool(r.accepted) for r in records)
+    return counts, accepting / max(1, passes)
+
+
+CASES = [  # tree, (temperature, top_p, top_k), n-gram chain length
+    ("chain:1", (1.0, 1.0, 0), 0),
+    ("efficient:3,2,2", (0.7, 1.0, 0), 0),
+    ("full:2,2,2", (1.0, 1.0, 0), 0),
+    ("efficient:3,2,2/chain-groups", (1.0, 0.9, 6), 4),
+]
+
+
+@pytest.mark.parametrize("spec,settings,ngram_tokens", CASES)
+def test_bita_samples_the_ar_distribution(drafting, ar_counts, spec, settings, ngram_tokens):
+    bita, accepting = bita_counts(drafting, spec, settings, ngram_tokens)
+    result = homogeneity(bita, ar_counts(settings))
+    print(f"{spec} {settings} ngram {ngram_tokens}: {RUNS} + {RUNS} runs, drafts accepted in "
+          f"{accepting:.0%} of tree passes: {result}")
+    assert accepting > 0.1, "the accept path must be exercised"
+    assert result.p_value > ALPHA and result.cells >= 20
+
+
+def keep_unchanged(probs, rejected):
+    """Wrong: a rejected candidate keeps its mass (no zeroing, no renormalising)."""
+    return probs
+
+
+def test_wrong_residual_fails_the_same_test(drafting, ar_counts, monkeypatch):
+    spec, settings, ngram_tokens = CASES[1]
+    monkeypatch.setattr("bita.decode.step.verify_sampling", partial(verify_sampling, residual=keep_unchanged))
+    bita, _ = bita_counts(drafting, spec, settings, ngram_tokens)
+    result = homogeneity(bita, ar_counts(settings))
+    print(f"wrong residual, {spec} {settings}: {RUNS} + {RUNS} runs: {result}")
+    assert result.p_value < 1e-6
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=1.0), dict(temperature=0.7, top_k=20, top_p=0.9)])
+def test_ar_loop_draws_what_hf_generate_draws(settings):
+    """Same seed, same tokens: our warping and drawing are HF's (on the CPU)."""
+    model = tiny_model("llama")
+    for seed, prompt in enumerate(random_prompts(3, seed=5)):
+        sampling = Sampling(**settings, seed=seed)
+        assert emitted(ar_steps(model, prompt, StopCondition(24), sampling)) == hf_generate(model, prompt, 24, [],
+                                                                                           sampling=sampling)
+        assert hf_generate(model, prompt, 24, [], prompt_lookup_tokens=4, sampling=sampling)  # HF allows it
+
+
+def test_same_seed_reproduces_and_other_seeds_differ(drafting):
+    model, adapter = drafting
+    tree = parse_tree_spec("efficient:3,2,2")
+
+    def bita(seed):
+        return emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(24), sampling=Sampling(1.0, seed=seed)))
+
+    def ar(seed):
+        return emitted(ar_steps(model, PROMPT, StopCondition(24), Sampling(1.0, seed=seed)))
+
+    for run in (bita, ar):
+        assert run(3) == run(3)
+        assert len({tuple(run(seed)) for seed in range(4)}) == 4
+
+
+def test_interleaved_requests_do_not_share_random_state(drafting):
+    """Two streams advanced pass by pass in turn (two app users) give what each gives alone."""
+    model, adapter = drafting
+    tree = parse_tree_spec("chain:1")
+
+    def stream(seed):
+        return bita_steps(model, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(1.0, seed=seed))
+
+    alone = [emitted(stream(seed)) for seed in (11, 12)]
+    together = [[], []]
+    for pair in zip_longest(stream(11), stream(12)):
+        for output, record in zip(together, pair):
+            output += record.emitted if record else []
+        torch.rand(4)  # nor does the global generator matter
+    assert together == alone
+
+
+def test_greedy_is_unchanged_when_sampling_is_greedy(drafting):
+    model, adapter = drafting
+    tree = parse_tree_spec("full:2,2,2")
+    greedy = emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(20)))
+    assert emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(0.0))) == greedy
+    assert greedy == hf_generate(model, PROMPT, 20, [])

@@ -1,0 +1,139 @@
+"""The fast linear path: same outputs as stock kernels, lossless BiTA on it, stock autograd,
+a way back to stock kernels on the same model, and no-ops where it does not apply."""
+
+import pytest
+import torch
+from conftest import TINY_CONFIGS, random_prompts, tiny_model
+from torch import nn
+
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.masks import additive_mask
+from bita.decode.step import bita_steps
+from bita.decode.stopping import StopCondition
+from bita.drafts.tree import parse_tree_spec
+from bita.model.adapter import BitaAdapter
+from bita.model.kernels import (
+    FAST,
+    SHARED_KV_ATTENTION,
+    STOCK,
+    STOCK_ATTENTION,
+    apply_kernels,
+    kernels_of,
+    stock_kernels,
+)
+from bita.training.objective import SarObjective, make_batch
+
+
+def packed_model(arch: str) -> nn.Module:
+    """A fresh tiny model on the fast path (the session fixture ``tiny`` stays stock)."""
+    model = tiny_model(arch)
+    assert apply_kernels(model, "auto") == FAST
+    return model
+
+
+def random_mask(rows: int, generator: torch.Generator) -> torch.Tensor:
+    """A custom additive 4-D mask [1, 1, rows, rows] like a tree pass's: causal, some keys hidden."""
+    allowed = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
+    return additive_mask(allowed, torch.float32, "cpu")
+
+
+@pytest.mark.parametrize("arch", sorted(TINY_CONFIGS))
+def test_fast_path_gives_stock_logits(arch):
+    model = packed_model(arch)
+    generator = torch.Generator().manual_seed(0)
+    for rows, masked in ((1, False), (2, False), (6, True), (20, True), (20, False), (200, False)):
+        input_ids = torch.randint(3, 500, (1, rows), generator=generator)
+        mask = random_mask(rows, generator) if masked else None
+        with torch.inference_mode():
+            fast = model(input_ids=input_ids, attention_mask=mask).logits
+            with stock_kernels(model):
+                stock = model(input_ids=input_ids, attention_mask=mask).logits
+        torch.testing.assert_close(fast, stock, atol=1e-4, rtol=1e-4)
+        assert torch.equal(fast.argmax(-1), stock.argmax(-1))
+
+
+@pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "efficient:3/chain-groups"])
+def test_bita_is_lossless_on_the_fast_path(spec):
+    model = packed_model("llama")
+    adapter = BitaAdapter.create(model, prompt_tokens=8, mask_tokens=3, seed=0)
+    for prompt in random_prompts(4, seed=13):
+        reference = hf_generate(model, prompt, 24, [])
+        assert [t for r in ar_steps(model, prompt, StopCondition(24)) for t in r.emitted] == reference
+        steps = bita_steps(model, adapter, prompt, parse_tree_spec(spec), StopCondition(24))
+        assert [t for r in steps for t in r.emitted] == reference
+
+
+def adapter_gradients(model, adapter, batch):
+    adapter.zero_grad()
+    loss, _, _ = SarObjective(adapter, model)(batch.input_ids, batch.lengths, batch.anchors)
+    loss.backward()
+    return {name: p.grad.clone() for name, p in adapter.named_parameters()}
+
+
+def test_training_gradients_are_those_of_stock_kernels():
+    """The adapter's gradients flow through the frozen linears: the fast path must not change them."""
+    model = packed_model("llama")
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=2)
+    samples = [{"prompt_ids": p[:6], "answer_ids": p[6:]} for p in random_prompts(3, seed=4, low=20, high=30)]
+    batch = make_batch(samples, n_anchors=4, max_length=64, rng=None, every_anchor=True)
+    fast = adapter_gradients(model, adapter, batch)
+    with stock_kernels(model):
+        stock = adapter_gradients(model, adapter, batch)
+    assert fast.keys() == stock.keys() and all(g.abs().sum() > 0 for g in fast.values())
+    for name in fast:
+        torch.testing.assert_close(fast[name], stock[name], atol=1e-6, rtol=1e-5)
+
+
+def test_stock_kernels_restores_the_fast_path():
+    model = packed_model("qwen2")
+    linear = model.model.layers[0].mlp.up_proj
+    assert kernels_of(model) == FAST and "forward" in vars(linear)
+    assert model.config._attn_implementation == SHARED_KV_ATTENTION
+    with stock_kernels(model):
+        assert kernels_of(model) == FAST and "forward" not in vars(linear)
+        assert linear.forward.__func__ is nn.Linear.forward
+        assert model.model.layers[0].self_attn.config._attn_implementation == STOCK_ATTENTION
+    assert "forward" in vars(linear) and model.config._attn_implementation == SHARED_KV_ATTENTION
+    with pytest.raises(RuntimeError), stock_kernels(model):
+        raise RuntimeError("an error inside the block")
+    assert "forward" in vars(linear), "the fast path comes back even when the block fails"
+
+
+def test_packing_leaves_parameters_and_state_dict_alone():
+    model, reference = tiny_model("llama"), tiny_model("llama")
+    apply_kernels(model, "auto")
+    assert model.state_dict().keys() == reference.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
+class QuantisedLinear(nn.Linear):
+    """Stands for a bitsandbytes layer: a subclass of nn.Linear with its own forward."""
+
+
+def test_auto_is_a_no_op_where_it_does_not_apply():
+    stock = tiny_model("llama")
+    assert apply_kernels(stock, "stock") == STOCK and kernels_of(stock) == STOCK
+    assert stock.config._attn_implementation == STOCK_ATTENTION
+    half = tiny_model("llama").half()
+    assert apply_kernels(half, "auto") == STOCK and kernels_of(half) == STOCK
+    with torch.device("meta"):  # weights off the CPU, as on a GPU: nothing to pack
+        off_cpu = nn.Sequential(nn.Linear(8, 8))
+    assert apply_kernels(off_cpu, "auto") == STOCK and "forward" not in vars(off_cpu[0])
+    quantised = nn.Sequential(QuantisedLinear(8, 8), nn.Linear(8, 8))
+    assert apply_kernels(quantised, "auto") == FAST
+    assert "forward" not in vars(quantised[0]) and "forward" in vars(quantised[1])
+    with pytest.raises(Exception, match="unknown kernels"):
+        apply_kernels(tiny_model("llama"), "fast")
+
+
+def test_bfloat16_packs_only_where_this_cpu_can():
+    model = tiny_model("llama").to(torch.bfloat16)
+    result = apply_kernels(model, "auto")
+    assert result == kernels_of(model)
+    input_ids = torch.randint(3, 500, (1, 6))
+    with torch.inference_mode():
+        fast = model(input_ids=input_ids).logits.float()
+        with stock_kernels(model):
+            stock = model(input_ids=input_ids).logits.float()
+    torch.testing.assert_close(fast, stock, atol=0.1, rtol=0.05)

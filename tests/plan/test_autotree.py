@@ -1,0 +1,82 @@
+"""Tree choice from acceptance statistics and a cost table: pure, no model."""
+
+from collections import Counter
+
+import pytest
+import torch
+
+from bita.model.rank_stats import MISS
+from bita.plan.autotree import CostTable, candidate_trees, choose_tree
+
+
+def table(ar=0.05, points=((8, 0.08), (20, 0.10), (60, 0.20))):
+    return CostTable("test", ar, list(points))
+
+
+def test_costs_interpolate_by_rows_and_extend_past_the_last_point():
+    costs = table()
+    assert costs.seconds(8) == pytest.approx(0.08) and costs.seconds(14) == pytest.approx(0.09)
+    assert costs.seconds(100) == pytest.approx(0.30)  # slope of the last segment: 0.0025 s a row
+    assert costs.seconds(2) == pytest.approx(0.08)  # below the first point: its cost
+
+
+def test_candidates_cover_chains_efficient_and_full_trees():
+    specs = candidate_trees(3, max_topk=3)
+    assert {"chain:1", "chain:2", "chain:3", "efficient:3,2,2", "efficient:3,2,2/chain-groups",
+            "full:2,2,2/chain-groups"} <= set(specs)
+    assert "efficient:2,3" not in specs and "efficient:1,1" not in specs and len(specs) == len(set(specs))
+
+
+def test_sure_drafts_pick_the_deepest_cheap_tree():
+    ranks = Counter({(0, 0, 0): 100})
+    choice = choose_tree(ranks, table(), 3)
+    assert choice.tree.spec == "chain:3" and choice.tokens_per_second > choice.ar_tokens_per_second
+    assert choice.ranking[0][1] == pytest.approx(4.0) and "chain:3" in choice.describe()
+
+
+def test_second_ranks_favour_siblings():
+    ranks = Counter({(1, MISS, MISS): 60, (0, 0, MISS): 40})
+    flat = table(points=((4, 0.08), (200, 0.0801)))  # rows nearly free: wide trees cost nothing extra
+    assert choose_tree(ranks, flat, 3).tree.max_rank >= 2
+
+
+def test_when_no_tree_pays_the_choice_is_ar():
+    ranks = Counter({(MISS, MISS, MISS): 90, (0, MISS, MISS): 10})
+    choice = choose_tree(ranks, table(ar=0.02), 3)
+    assert choice.tree is None and choice.tokens_per_second == pytest.approx(50.0)
+    assert "no tree pays" in choice.describe()
+
+
+def test_cost_table_is_measured_once_then_read_from_disk(tmp_path):
+    """On a tiny model: AR is the 1-row point, rows follow the layouts, and a second call
+    reads the cached table instead of timing again."""
+    from conftest import tiny_model
+
+    from bita.decode.masks import decode_layout
+    from bita.drafts.tree import parse_tree_spec
+    from bita.model.adapter import BitaAdapter
+    from bita.model.loading import LoadedModel
+    from bita.plan.autotree import REFERENCE_TREES, cost_table
+
+    model = tiny_model("llama")
+    loaded = LoadedModel(model, None, "tiny-llama", torch.device("cpu"))
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3)
+    path = tmp_path / "costs.json"
+    table = cost_table(loaded, adapter, path, context=40, repeats=2)
+    expected_rows = {1} | {decode_layout(parse_tree_spec(s), parse_tree_spec(s).depth).rows for s in REFERENCE_TREES}
+    assert [rows for rows, _ in table.points] == sorted(expected_rows)
+    assert table.points[0] == (1, table.ar) and all(seconds > 0 for _, seconds in table.points)
+    path.write_text(path.read_text().replace(str(table.ar), "123.0"))  # a re-measure would not give 123 s
+    assert cost_table(loaded, adapter, path).ar == 123.0
+
+
+def test_a_drafting_choice_keeps_the_best_tree_where_ar_is_faster():
+    ranks = Counter({(MISS, MISS, MISS): 90, (0, MISS, MISS): 10})
+    choice = choose_tree(ranks, table(ar=0.02), 3)
+    drafting = choice.drafting()
+    assert choice.tree is None and drafting.tree.spec == choice.ranking[0][0]
+    assert drafting.tokens_per_second == pytest.approx(choice.ranking[0][2])
+    assert drafting.tokens_per_second < drafting.ar_tokens_per_second
+    assert "fastest choice here is plain AR" in drafting.describe()
+    paying = choose_tree(Counter({(0, 0, 0): 100}), table(), 3)
+    assert paying.drafting() == paying

@@ -1,0 +1,216 @@
+"""The app, launched for real on the default model: its API through gradio_client, and its
+page in headless Chromium (Debian's package, driven by Playwright) with a screenshot saved."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bita.bench.baselines import run_hf
+from bita.model.loading import encode_chat
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+ADAPTER = "SmolLM2-135M-Instruct-bita"
+PROMPT = "Give three tips for staying focused while studying."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """``python app.py`` on a free localhost port; stopped after the module's tests."""
+    port = free_port()
+    log = (ARTIFACTS / "app-server.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    with log.open("w") as out:
+        server = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT,
+                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 600
+    while "Running on" not in log.read_text():
+        if server.poll() is not None or time.time() > deadline:
+            server.kill()
+            pytest.fail(f"the app did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(1)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def bubble_text(bubble: str) -> str:
+    """The answer a coloured chat bubble shows: its token spans' text, special tokens left out."""
+    tokens = re.findall(r'<span class="bita-tok [^"]*"[^>]*>(.*?)</span>', bubble)
+    return html.unescape("".join(tokens).replace("<br>", "\n")).replace("<|im_end|>", "")
+
+
+def reference_text(default_model, prompt: str, max_new_tokens: int) -> str:
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}])
+    return run_hf(default_model, ids, max_new_tokens).text
+
+
+@pytest.mark.parametrize("tree", ["auto", "efficient:3,2,2/chain-groups"])
+def test_streamed_chat_answer_equals_the_ar_answer(app_url, default_model, tree):
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    job = client.submit(PROMPT, ADAPTER, tree, 48, api_name="/chat")
+    updates = list(job)  # every streamed update, the last one complete
+    chat, answer, status, *_ = job.result()
+    assert answer == reference_text(default_model, PROMPT, 48)
+    bubble = chat[-1]["content"][0]["text"]
+    assert chat[-1]["role"] == "assistant" and bubble.count('<span class="bita-tok bita-turn-0') >= len(answer.split())
+    assert bubble_text(bubble) == answer  # the bubble shows the answer, token by token
+    assert "forward passes" in status
+    assert len(updates) >= 1
+    assert "no tree pays" not in status  # in the chat, auto always drafts
+
+
+def test_two_users_at_once_keep_their_own_conversations(app_url, default_model):
+    """Sessions share the model, not their chats: two clients ask at once, then one asks again
+    and its history holds only its own turns."""
+    from gradio_client import Client
+
+    first, second = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    questions = ("Name a fruit.", "Name a city in Italy.")
+    jobs = [client.submit(question, ADAPTER, "auto", 16, api_name="/chat")
+            for client, question in zip((first, second), questions)]
+    answers = [job.result()[1] for job in jobs]
+    assert answers == [reference_text(default_model, q, 16) for q in questions]
+    chat = first.predict("Say it again.", ADAPTER, "auto", 16, api_name="/chat")[0]
+    texts = [m["content"][0]["text"] for m in chat]
+    assert [texts[0], texts[2]] == [questions[0], "Say it again."] and len(texts) == 4
+    assert "bita-turn-0" in texts[1] and "bita-turn-1" in texts[3]
+
+
+def test_stopping_an_answer_keeps_what_was_said(app_url):
+    """Cancelling a streaming answer (the Stop button) keeps the partial answer in the
+    session's conversation, and the next message continues from it."""
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    question = "Write a long story about a dragon who learns to bake bread."
+    job = client.submit(question, ADAPTER, "auto", 600, api_name="/chat")
+    deadline = time.time() + 120
+    while len(job.outputs()) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    job.cancel()
+    partial = job.outputs()[-1][1]
+    chat = client.predict("Thanks.", ADAPTER, "auto", 8, api_name="/chat")[0]
+    texts = [m["content"][0]["text"] for m in chat]
+    assert texts[0] == question and bubble_text(texts[1]).startswith(partial) and partial.strip()
+    assert texts[2] == "Thanks."
+
+
+def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
+    from gradio_client import Client
+
+    prompt = "Name three colours."
+    ar_text, bita_html, stats, chart = Client(app_url, verbose=False).predict(
+        prompt, ADAPTER, "efficient:3/chain-groups", 24, api_name="/race")
+    assert ar_text == reference_text(default_model, prompt, 24)
+    bita_row = next(line for line in stats.splitlines() if line.startswith("| BiTA |"))
+    tokens_per_pass = float(bita_row.split("|")[3])
+    assert ("**Speedup" in stats) == (tokens_per_pass > 1) and ("No speedup shown" in stats) == (tokens_per_pass == 1)
+    assert "cpu" in stats and "<span" in bita_html
+    lanes = json.loads(chart["plot"])["data"]
+    assert [lane["name"].split(":")[0] for lane in lanes] == ["AR", "BiTA"] and lanes[0]["y"][-1] == 24
+
+
+def test_sampled_answers_are_reproducible_from_their_seed(app_url):
+    """Temperature, top-p, top-k and seed from the settings: two sessions asking with the same
+    seed get the same sampled answer; the status line names the settings."""
+    from gradio_client import Client
+
+    settings = ("Name a colour and say why you like it.", ADAPTER, "auto", 24, "both", 0.9, 0.95, 40, "7")
+    first, second = (Client(app_url, verbose=False).predict(*settings, api_name="/chat") for _ in range(2))
+    assert first[1] == second[1] and first[1].strip()
+    assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2]
+
+
+def test_bad_input_is_refused_with_a_clear_message(app_url):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(app_url, verbose=False)
+    with pytest.raises(AppError, match="Type a message"):
+        client.predict("   ", ADAPTER, "auto", 16, api_name="/chat")
+    with pytest.raises(AppError, match="greater than maximum"):
+        client.predict("hi", ADAPTER, "auto", 10**6, api_name="/chat")
+    with pytest.raises(AppError, match="context holds"):
+        client.predict("word " * 9000, ADAPTER, "auto", 16, api_name="/chat")
+    with pytest.raises(AppError, match="tree"):
+        client.predict("hi", ADAPTER, "efficient:9,9,9,9,9", 16, api_name="/chat")
+    with pytest.raises(AppError, match="minimum"):  # top-p 0: refused by the slider's range
+        client.predict("hi", ADAPTER, "auto", 16, "both", 0.7, 0.0, 0, "1", api_name="/chat")
+    with pytest.raises(AppError, match="seed must be a whole number"):
+        client.predict("hi", ADAPTER, "auto", 16, "both", 0.7, 1.0, 0, "lucky", api_name="/chat")
+
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+MARKER_POINTS = """() => document.querySelector('#tree-plot .js-plotly-plot').data
+    .filter(trace => (trace.mode || '').includes('markers')).reduce((n, trace) => n + trace.x.length, 0)"""
+RACE_DONE = "[...document.querySelectorAll('td')].filter(td => td.textContent == 'done').length == 2"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
+    """A real browser, at a desktop's and a phone's width, with the default settings: a message
+    sent with Enter streams into a chat bubble of coloured tokens, and Copy answer copies it as
+    plain text; the inspector draws a pass's draft tree with drafts in it, opens the pass of a
+    clicked token and steps to the next; the race, started with Enter, draws both lanes. Saves
+    ``test-artifacts/app-{width}.png`` and ``race-{width}.png``."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "install Debian's chromium (setup.sh does: apt-get install chromium)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": width, "height": 1400},
+                                      permissions=["clipboard-read", "clipboard-write"])
+        page = context.new_page()
+        page.goto(app_url)
+        page.get_by_label("message").fill("List three fruits.")
+        page.get_by_label("message").press("Enter")
+        page.wait_for_function("document.querySelectorAll('#tree-plot .js-plotly-plot').length", timeout=240_000)
+        page.get_by_text("the model's own next token is").first.wait_for(timeout=60_000)  # the pass, told in words
+        answer = page.locator("#answer textarea").input_value()
+        colours = page.evaluate("new Set([...document.querySelectorAll('#chat .bita-tok')]"
+                                ".map(span => span.style.backgroundColor)).size")
+        tree_points = page.evaluate(MARKER_POINTS)
+        page.screenshot(path=str(ARTIFACTS / f"app-{width}.png"), full_page=True)
+
+        token = page.locator("#chat .bita-tok").nth(3)
+        clicked_pass = int(re.search(r"bita-pass-(\d+)", token.get_attribute("class")).group(1))
+        token.click()
+        page.get_by_text(f"Pass {clicked_pass}", exact=True).wait_for(timeout=60_000)
+        page.get_by_role("button", name="Next ▶").click()
+        page.get_by_text(f"Pass {clicked_pass + 1}", exact=True).wait_for(timeout=60_000)
+        page.get_by_role("button", name="Copy answer").click()
+        copied = page.evaluate("navigator.clipboard.readText()")
+
+        page.get_by_role("tab", name="AR vs BiTA").click()
+        page.get_by_label("prompt").press("Enter")
+        page.wait_for_function(RACE_DONE, timeout=300_000)
+        lanes = page.evaluate("document.querySelector('#race-plot .js-plotly-plot').data.map(t => t.y.length)")
+        page.screenshot(path=str(ARTIFACTS / f"race-{width}.png"), full_page=True)
+        browser.close()
+    assert answer.strip() and colours >= 2  # accepted drafts and bonus tokens, at least
+    assert copied == answer  # plain text, not the coloured HTML
+    assert tree_points > 2  # the root, the bonus and at least one draft
+    assert len(lanes) == 2 and min(lanes) > 2

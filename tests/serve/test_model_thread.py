@@ -1,0 +1,36 @@
+"""The app's model thread: all work on one thread, results and errors handed back."""
+
+import threading
+
+import pytest
+
+from bita.serve.model_thread import ModelThread
+
+
+def test_every_step_of_an_iterator_runs_on_the_same_other_thread():
+    model = ModelThread()
+    seen = []
+
+    def steps():
+        for i in range(4):
+            seen.append(threading.current_thread())
+            yield i
+
+    assert list(model.iterate(steps())) == [0, 1, 2, 3]
+    assert len(set(seen)) == 1 and seen[0] is not threading.current_thread()
+    assert model.call(threading.current_thread) is seen[0]
+
+
+def test_errors_reach_the_caller():
+    model = ModelThread()
+
+    def failing():
+        yield 1
+        raise ValueError("bad step")
+
+    items = model.iterate(failing())
+    assert next(items) == 1
+    with pytest.raises(ValueError, match="bad step"):
+        next(items)
+    with pytest.raises(ZeroDivisionError):
+        model.call(lambda: 1 / 0)

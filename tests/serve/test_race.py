@@ -1,0 +1,34 @@
+"""The side-by-side race: alternation, per-lane timing and the speedup, with hand-made records."""
+
+import pytest
+
+from bita.decode.records import StepRecord
+from bita.serve.race import drafted, race, speedup
+
+
+def passes(kind: str, emitted: list[list[int]], seconds: float, log: list[str]):
+    for index, tokens in enumerate(emitted):
+        log.append(f"{kind}{index}")
+        yield StepRecord(index=index, kind=kind, position=index, root=0, rows=1, emitted=tokens, seconds=seconds,
+                         finish="length" if index == len(emitted) - 1 else None)
+
+
+def test_lanes_alternate_one_pass_each_and_time_only_their_own_passes():
+    log: list[str] = []
+    ar = passes("ar", [[1], [2], [3], [4]], 0.05, log)
+    bita = passes("tree", [[1, 2], [3, 4]], 0.08, log)
+    rounds = list(race(("AR", ar), ("BiTA", bita)))
+    assert log == ["ar0", "tree0", "ar1", "tree1", "ar2", "ar3"]  # BiTA finished after its second pass
+    ar_lane, bita_lane = rounds[-1]
+    assert ar_lane.tokens == bita_lane.tokens == [1, 2, 3, 4] and ar_lane.finished and bita_lane.finished
+    assert (ar_lane.passes, bita_lane.passes) == (4, 2)
+    assert ar_lane.tokens_per_s == pytest.approx(4 / 0.2) and bita_lane.tokens_per_s == pytest.approx(4 / 0.16)
+    assert speedup(bita_lane, ar_lane) == pytest.approx(1.25)
+    assert drafted(bita_lane) and not drafted(ar_lane)
+
+
+def test_an_empty_stream_finishes_at_once_and_speedup_waits_for_timed_passes():
+    rounds = list(race(("AR", iter(())), ("BiTA", passes("tree", [[7]], 0.1, []))))
+    ar_lane, bita_lane = rounds[-1]
+    assert ar_lane.finished and ar_lane.passes == 0 and bita_lane.tokens == [7]
+    assert speedup(bita_lane, ar_lane) == 0.0

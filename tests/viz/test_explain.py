@@ -1,0 +1,60 @@
+"""The inspector's sentences: one per verification step, generated from hand-built records."""
+
+from viz_records import decode, generation, ngram_record
+
+from bita.decode.records import StepRecord
+from viz.explain import verification_steps
+
+
+def test_accepted_steps_then_the_rejected_depth_and_the_bonus():
+    steps = verification_steps(generation()[1], decode)
+    assert len(steps) == 4
+    assert steps[0].startswith("1. After “␣mat” the model's own next token is “.” = the depth-1 candidate (rank 0")
+    assert "**accepted**" in steps[0] and "“↵” = the depth-2 candidate" in steps[1]
+    assert "candidates were “␣a”: **rejected**, and “&lt;script&gt;” is this pass's bonus" in steps[2]
+    assert steps[3].endswith("emitted 3 tokens (2 accepted + the bonus).")
+
+
+def test_nothing_accepted_lists_every_depth_one_candidate():
+    steps = verification_steps(generation()[2], decode)
+    assert steps[0] == ("1. After “&lt;script&gt;” the model's own next token is “␣cat”; the depth-1 candidates "
+                        "were “␣ok”, “␣hat”, “␣ran”: **rejected**, and “␣cat” is this pass's bonus token.")
+    assert steps[1].endswith("emitted 1 token (0 accepted + the bonus).")
+
+
+def test_a_fully_accepted_tree_ends_below_its_deepest_node():
+    steps = verification_steps(generation()[4], decode)
+    assert [s.count("**accepted**") for s in steps[:3]] == [1, 1, 1]
+    assert "nothing was drafted deeper, so “.” is this pass's bonus token" in steps[3]
+
+
+def test_n_gram_candidates_are_named_as_such():
+    steps = verification_steps(ngram_record(), decode)
+    assert "(rank 0, p=0.45, and the context n-gram): **accepted**" in steps[0]
+    assert "= the depth-2 candidate (context n-gram): **accepted**" in steps[1]
+    assert "candidates were “␣mat”: **rejected**" in steps[2]
+
+
+def test_prefill_and_plain_ar_passes_get_one_sentence():
+    prefill = verification_steps(generation()[0], decode)
+    ar = verification_steps(StepRecord(index=3, kind="ar", position=9, root=2, rows=1, bonus=3), decode)
+    assert len(prefill) == 1 and "first token of the answer" in prefill[0] and "“␣mat”" in prefill[0]
+    assert ar == ["A plain AR pass: after “␣cat” the model's own next token is “␣sat”; nothing was drafted, "
+                  "so the pass emits that one token."]
+
+
+def test_a_sampled_pass_tells_of_draws_not_argmaxes():
+    """generation()[1] read as sampled: depth 1 accepted its first candidate, depth 2 its first,
+    depth 3's only candidate lost its draw, and the bonus was drawn without it."""
+    record = generation()[1]
+    record.sampled = True
+    steps = verification_steps(record, decode)
+    assert len(steps) == 4 and "model's own next token" not in " ".join(steps)
+    assert steps[0].startswith("1. After “␣mat” the depth-1 candidate “.” (rank 0") and "won its draw" in steps[0]
+    assert steps[2] == ("3. After “↵” the candidates “␣a” lost their draws; the bonus “&lt;script&gt;” is drawn from "
+                        "the model's distribution without the rejected candidates (renormalised).")
+    assert steps[3].endswith("(2 accepted + the drawn bonus), distributed exactly as AR sampling.")
+    full = generation()[4]
+    full.sampled = True
+    assert verification_steps(full, decode)[3] == ("4. After “␣mat” the bonus “.” is drawn from the model's "
+                                                   "distribution.")
