@@ -1,0 +1,81 @@
+"""The layout is the data path: imports run one way, and the public API is what bita/__init__ exports.
+
+model <- drafts <- decode <- plan <- generate <- bench / serve / cli; training depends on model and
+decode only; the figures (viz/) on step records and drafts only, and only serve and cli draw them.
+Read from the source with ``ast``, so a lazy import inside a function counts too.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import bita
+
+REPO = Path(__file__).resolve().parents[1]
+CORE = {"errors", "model", "drafts", "decode", "plan", "generate"}
+ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides itself
+    "errors": set(),
+    "model": {"errors"},
+    "drafts": {"errors"},
+    "decode": {"errors", "model", "drafts"},
+    "plan": {"errors", "model", "drafts", "decode"},
+    "generate": {"errors", "model", "drafts", "decode", "plan"},
+    "training": {"errors", "model", "drafts", "decode"},
+    "bench": CORE,
+    "serve": CORE,
+    "cli": CORE | {"bench", "training"},
+    "viz": {"decode", "drafts"},
+}
+MAY_DRAW = {"serve", "cli"}  # the parts that may import viz
+
+
+def part_of(path: Path) -> str:
+    """'viz', or the first name below bita/ ('decode', 'cli', ...)."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return parts[0] if parts[0] == "viz" else parts[1]
+
+
+def imported_parts(path: Path) -> set[str]:
+    """The parts of bita a module imports (absolute or relative), and 'viz' if it imports viz."""
+    package = list(path.relative_to(REPO).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            names = base + (node.module.split(".") if node.module else [])
+            targets = [names] if node.module or not node.level else [base + [a.name] for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name.split(".") for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target[:1] == ["viz"]:
+                found.add("viz")
+            elif target[:1] == ["bita"] and len(target) > 1:
+                found.add(target[1])
+    return found
+
+
+MODULES = sorted(p for p in [*REPO.glob("bita/*/*.py"), *REPO.glob("bita/*.py"), *REPO.glob("viz/*.py")]
+                 if p.name not in ("__init__.py", "__main__.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_run_one_way(path):
+    part = part_of(path)
+    imported = imported_parts(path) - {part}
+    allowed = ALLOWED[part] | ({"viz"} if part in MAY_DRAW else set())
+    assert imported <= allowed, f"{part} imports {sorted(imported - allowed)}"
+
+
+def test_no_gradio_below_serve():
+    for path in MODULES:
+        if part_of(path) != "serve":
+            assert "gradio" not in path.read_text(), path
+
+
+def test_the_public_api_is_exported():
+    for name in ("load_model", "resolve_adapter", "encode_chat", "stream_bita", "stream_ar", "collect", "Sampling",
+                 "plan_tree", "run_hf", "BitaAdapter", "BitaError", "StepRecord", "parse_tree_spec"):
+        assert name in bita.__all__ and callable(getattr(bita, name)), name
