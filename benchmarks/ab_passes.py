@@ -5,7 +5,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs fast kernels
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
 
-Both sides run on one loaded model (its linears packed by ``bita.kernels``; a side with stock
+Both sides run on one loaded model (its linears packed by ``bita.model.kernels``; a side with stock
 kernels runs inside ``stock_kernels``, a side with ``sdpa`` keeps the packed linears but
 transformers' own SDPA attention), the shipped adapter and a 300-token random context.
 Each round times one AR pass and one pass of every tree for each side, in an order that

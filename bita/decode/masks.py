@@ -1,7 +1,7 @@
 """Attention visibility and position ids for BiTA passes, as pure tensor functions.
 
 Key columns of every pass are laid out as ``[P prompt slots | C cached tokens | R new rows]``.
-Rules (design.md section 1): ordinary rows never see the prompt slots nor any mask row; a
+Rules (docs/method.md): ordinary rows never see the prompt slots nor any mask row; a
 mask row sees the prompt slots, the ordinary tokens up to and including its anchor, and the
 earlier masks of its own group.
 """

@@ -1,4 +1,4 @@
-"""Draft token trees as plain data, and the verification walk over them (no model needed).
+"""Draft token trees as plain data (no model needed); the walk over them is bita/decode/verify.py.
 
 A tree hangs below the *root* (the last emitted token, not yet in the cache). A node at
 depth d (1-based) holds the candidate of rank r among the top-k predictions of mask d-1 of
