@@ -89,7 +89,7 @@ def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):
     from bita.plan.tree_plan import TreePlan
 
     seen = []
-    monkeypatch.setattr(bita.bench, "run_hf", lambda loaded, *args, **kwargs: seen.append(
+    monkeypatch.setattr(bita.bench.report, "run_hf", lambda loaded, *args, **kwargs: seen.append(
         ("forward" in vars(loaded.model.lm_head), kwargs["prompt_lookup_tokens"])))
     for method in ("hf", "pld"):
         bita.bench.report.run_method(method, default_model, None, TreePlan(None, "plain AR"), [1, 2], 4)
