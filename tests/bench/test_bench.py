@@ -4,8 +4,8 @@ import json
 from collections import Counter
 
 import pytest
-from bita.bench.suites import humaneval, load_prompts, mt_bench
 
+from bita.bench.suites import humaneval, load_prompts, mt_bench
 from bita.cli import main
 from bita.errors import BitaError
 

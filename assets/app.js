@@ -1,0 +1,7 @@
+() => document.addEventListener("click", (event) => {
+  const token = event.target.closest("#chat .bita-tok"), box = document.querySelector("#picked textarea");
+  const found = token && token.className.match(/bita-turn-(\d+) bita-pass-(\d+)/);
+  if (!found || !box) return;
+  box.value = `${found[1]}:${found[2]}:${Date.now()}`;
+  box.dispatchEvent(new Event("input", {bubbles: true}));
+})

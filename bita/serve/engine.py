@@ -1,0 +1,50 @@
+"""The one loaded model every browser session of the app shares, and the thread its work runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..drafts.sources import DEFAULT_DRAFTS
+from ..model.adapter import BitaAdapter
+from ..model.device import describe_device
+from ..model.loading import LoadedModel
+from ..model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from ..plan.tree_plan import TreePlan, plan_tree
+from .model_thread import ModelThread
+
+
+class Engine:
+    """The one loaded model every session shares, with adapters and tree plans cached by name.
+    Everything that runs the model goes through ``self.thread`` (see model_thread.py)."""
+
+    def __init__(self, load: Callable[[], LoadedModel]):
+        """``load``: makes the model; it runs on the model thread, like all later model work."""
+        self.thread = ModelThread()
+        self.loaded = self.thread.call(load)
+        self.device = describe_device(self.loaded.device)
+        self.adapter_names = list(shipped_adapters()) + [UNTRAINED]
+        self.default_adapter = default_adapter_name(self.loaded)
+        self._cache: dict = {}  # only the model thread reads and fills it
+
+    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False) \
+            -> tuple[BitaAdapter, TreePlan]:
+        """(adapter, TreePlan) for a session's settings; measured and loaded once per process.
+        ``drafting``: ``auto`` takes the best drafting tree even where plain AR is faster."""
+        return self.thread.call(self._setup, adapter_name, tree, drafts, drafting)
+
+    def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool) -> tuple[BitaAdapter, TreePlan]:
+        if adapter_name not in self._cache:
+            self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
+        adapter = self._cache[adapter_name]
+        key = (adapter_name, tree, drafts, drafting)
+        if key not in self._cache:
+            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting)
+        return adapter, self._cache[key]
+
+    def decode(self, ids: list[int]) -> str:
+        """Token text for figures and colours (special tokens shown)."""
+        return self.loaded.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def text(self, ids: list[int]) -> str:
+        """Answer text, as the CLI and HF generate give it."""
+        return self.loaded.tokenizer.decode(ids, skip_special_tokens=True)

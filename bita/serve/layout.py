@@ -1,0 +1,177 @@
+"""The page's components, laid out in the order the page shows them; page.py wires their events.
+
+``layout`` builds the whole page inside an open ``gr.Blocks`` and returns its components as a
+``Page``, grouped by where they sit: the Settings accordion, the chat tab with the inspector, and
+the race tab.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from viz.tokens import legend_html
+
+from ..decode.sampling import MAX_TEMPERATURE
+from ..drafts.sources import DRAFT_OPTIONS
+from ..generate import MAX_NEW_TOKENS_LIMIT
+from .engine import Engine
+from .reports import introduction
+from .session import Conversation
+
+TREES = ["auto", "efficient:3/chain-groups", "chain:1", "chain:3", "efficient:3,2,2/chain-groups", "efficient:3,2,2",
+         "efficient:5,4,3", "full:3,3,3"]
+MAX_NEW_TOKENS = min(1024, MAX_NEW_TOKENS_LIMIT)
+PLAY_INTERVAL_S = 1.0  # the inspector's play: one pass a second
+RACE_PROMPT = "Write a Python function that checks whether a word is a palindrome."
+
+
+@dataclass(frozen=True)
+class ChatTab:
+    """The chat: the conversation, the message box and its buttons, the status line, and two hidden
+    boxes: the last answer as plain text (for Copy answer) and the token clicked (from app.js)."""
+
+    chatbot: gr.Chatbot
+    copy_answer: gr.Button
+    message: gr.Textbox
+    send: gr.Button
+    stop: gr.Button
+    clear: gr.Button
+    status: gr.Markdown
+    answer: gr.Textbox
+    picked: gr.Textbox
+
+
+@dataclass(frozen=True)
+class InspectorPanel:
+    """The inspector under the chat: previous, play and next, and the views of one pass."""
+
+    back: gr.Button
+    play: gr.Button
+    forward: gr.Button
+    pass_index: gr.Slider
+    timer: gr.Timer
+    tree_plot: gr.Plot
+    passes_plot: gr.Plot
+    pass_story: gr.Markdown
+    attention_plot: gr.Plot
+
+    @property
+    def views(self) -> list:
+        """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention."""
+        return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot]
+
+
+@dataclass(frozen=True)
+class RaceTab:
+    """AR vs BiTA: the prompt, the race button, and what the race shows."""
+
+    prompt: gr.Textbox
+    go: gr.Button
+    stats: gr.Markdown
+    plot: gr.Plot
+    ar_text: gr.Textbox
+    bita_view: gr.HTML
+
+    @property
+    def outputs(self) -> list:
+        """What ``ModelHandlers.side_by_side`` fills: AR text, BiTA tokens, table, figure."""
+        return [self.ar_text, self.bita_view, self.stats, self.plot]
+
+
+@dataclass(frozen=True)
+class Page:
+    """Every component the page's events use, and the session's states."""
+
+    conversation: gr.State  # the session's Conversation
+    inspected: gr.State  # which answer the inspector shows (-1: the last)
+    playing: gr.State  # whether the inspector plays
+    settings: list  # the Settings controls, in the API's order
+    chat: ChatTab
+    inspector: InspectorPanel
+    race: RaceTab
+
+
+def layout(engine: Engine, tree: str, drafts: str) -> Page:
+    """The page, inside an open ``gr.Blocks``; ``tree`` and ``drafts``: the settings it opens with."""
+    conversation = gr.State(Conversation())
+    inspected = gr.State(-1)
+    playing = gr.State(False)
+    gr.Markdown(introduction(engine.loaded.name, engine.device))
+    settings = settings_accordion(engine, tree, drafts)
+    with gr.Tab("Chat"):
+        chat = chat_tab()
+        inspector = inspector_panel()
+    with gr.Tab("AR vs BiTA"):
+        race = race_tab()
+    return Page(conversation, inspected, playing, settings, chat, inspector, race)
+
+
+def settings_accordion(engine: Engine, tree: str, drafts: str) -> list:
+    """The Settings accordion's controls in the API's order: the optional ones last, so API calls
+    may leave them out."""
+    with gr.Accordion("Settings", open=False):
+        adapter_box = gr.Dropdown(engine.adapter_names, value=engine.default_adapter, label="adapter")
+        tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
+                               info="auto: in the chat the best drafting tree for this device; in the race the "
+                                    "fastest, or none where none pays")
+        drafts_box = gr.Dropdown(list(DRAFT_OPTIONS), value=drafts, label="drafts",
+                                 info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
+                                      "diamonds in the draft tree, underlined tokens), or both merged in one tree")
+        length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
+        with gr.Row():
+            temperature_box = gr.Slider(0, min(2.0, MAX_TEMPERATURE), value=0, step=0.05, label="temperature",
+                                        info="0: greedy; above 0: sampled, exactly from AR's distribution",
+                                        min_width=200)
+            top_p_box = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", info="1: off", min_width=200)
+            top_k_box = gr.Slider(0, 200, value=0, step=1, label="top-k", info="0: off", min_width=200)
+            seed_box = gr.Textbox("", label="seed", info="blank: a new seed per answer, shown in the status line",
+                                  min_width=200)
+    return [adapter_box, tree_box, length_box, drafts_box, temperature_box, top_p_box, top_k_box, seed_box]
+
+
+def chat_tab() -> ChatTab:
+    """The chat's components, from the colour legend to the hidden boxes."""
+    gr.HTML(legend_html())
+    copy_answer = gr.Button("Copy answer", size="sm", render=False)
+    chatbot = gr.Chatbot(label="conversation", height=420, render_markdown=False, buttons=[copy_answer],
+                         elem_id="chat")
+    message = gr.Textbox(label="message", placeholder="Ask something and press Enter")
+    with gr.Row():
+        send = gr.Button("Send", variant="primary", min_width=80)
+        stop = gr.Button("Stop", min_width=80)
+        clear = gr.Button("Clear", min_width=80)
+    status = gr.Markdown()
+    answer = gr.Textbox(visible="hidden", elem_id="answer")
+    picked = gr.Textbox(visible="hidden", elem_id="picked")
+    return ChatTab(chatbot, copy_answer, message, send, stop, clear, status, answer, picked)
+
+
+def inspector_panel() -> InspectorPanel:
+    """The inspector's accordion, open: one forward pass at a time."""
+    with gr.Accordion("Inspector: one forward pass at a time", open=True):
+        with gr.Row():
+            back = gr.Button("◀ Previous", size="sm", min_width=80)
+            play = gr.Button("▶ Play", size="sm", min_width=80)
+            forward = gr.Button("Next ▶", size="sm", min_width=80)
+        pass_index = gr.Slider(0, 1, value=0, step=1, label="forward pass of the last answer", interactive=False)
+        timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+        with gr.Row():
+            tree_plot = gr.Plot(label="draft tree", min_width=340, elem_id="tree-plot")
+            passes_plot = gr.Plot(label="tokens per pass", min_width=340)
+        pass_story = gr.Markdown()
+        attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
+    return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story, attention_plot)
+
+
+def race_tab() -> RaceTab:
+    """The race's prompt and button, its table and figure, and the two answers side by side."""
+    prompt = gr.Textbox(label="prompt", value=RACE_PROMPT)
+    go = gr.Button("Race", variant="primary")
+    stats = gr.Markdown()
+    plot = gr.Plot(label="tokens against time", elem_id="race-plot")
+    with gr.Row():
+        ar_text = gr.Textbox(label="plain AR", lines=12, min_width=300)
+        bita_view = gr.HTML(label="BiTA", min_width=300)
+    return RaceTab(prompt, go, stats, plot, ar_text, bita_view)

@@ -1,0 +1,74 @@
+"""The app's page: its layout (layout.py) with every event wired to its handler.
+
+Model work (the chat and the race) goes through one queue whose concurrency is bounded; the
+inspector's events only draw. The page's script and style are ``assets/app.js`` (a click on a
+chat token writes "turn:pass:time" into the hidden #picked box, which opens that pass in the
+inspector) and ``assets/app.css``, passed to ``launch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import gradio as gr
+
+from ..drafts.sources import DEFAULT_DRAFTS
+from .engine import Engine
+from .handlers import ModelHandlers
+from .inspector import Inspector, toggled
+from .layout import Page, layout
+from .session import Conversation
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+PAGE_JS = (ASSETS / "app.js").read_text()
+PAGE_CSS = (ASSETS / "app.css").read_text()
+COPY_JS = "(text) => { navigator.clipboard?.writeText(text); }"
+PRIVATE = dict(api_visibility="private")
+
+
+def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: str = DEFAULT_DRAFTS,
+              gpu: Callable[[Callable], Callable] = lambda function: function) -> gr.Blocks:
+    """The page over ``engine``, queued; ``tree`` and ``drafts``: the settings a page opens with;
+    ``gpu``: wraps the handlers that run the model (ZeroGPU's ``spaces.GPU`` on a Space)."""
+    inspector = Inspector(engine)
+    with gr.Blocks(title="BiTA: lossless acceleration, seen pass by pass") as app:
+        page = layout(engine, tree, drafts)
+        wire_model_work(page, ModelHandlers(engine, inspector), concurrency, gpu)
+        wire_inspector(page, inspector)
+    app.queue(max_size=32)
+    return app
+
+
+def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int,
+                    gpu: Callable[[Callable], Callable]) -> None:
+    """The chat (Enter or Send; API ``/chat``) and the race (Race or Enter; API ``/race``), which
+    Stop cancels; Clear and Copy answer."""
+    chat, race, inspector = page.chat, page.race, page.inspector
+    model_work = dict(concurrency_limit=concurrency, concurrency_id="model")
+    chat_inputs = [chat.message, page.conversation, *page.settings]
+    chat_outputs = [chat.chatbot, chat.answer, chat.status, page.conversation, chat.message, page.inspected,
+                    *inspector.views, inspector.passes_plot]
+    chat_handler, race_handler = gpu(handlers.chat), gpu(handlers.side_by_side)
+    sent = [chat.message.submit(chat_handler, chat_inputs, chat_outputs, api_name="chat", **model_work),
+            chat.send.click(chat_handler, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
+    race_inputs = [race.prompt, *page.settings]
+    raced = [race.go.click(race_handler, race_inputs, race.outputs, api_name="race", **model_work),
+             race.prompt.submit(race_handler, race_inputs, race.outputs, **PRIVATE, **model_work)]
+    chat.stop.click(None, None, None, cancels=[*sent, *raced])
+    chat.clear.click(lambda: (Conversation(), [], "", ""), None,
+                     [page.conversation, chat.chatbot, chat.answer, chat.status], **PRIVATE)
+    chat.copy_answer.click(None, [chat.answer], None, js=COPY_JS)
+
+
+def wire_inspector(page: Page, inspector: Inspector) -> None:
+    """The slider, previous and next, a clicked chat token, and play (a timer tick per pass)."""
+    panel = page.inspector
+    where = [panel.pass_index, page.conversation, page.inspected]
+    panel.pass_index.input(inspector.stepped(0), where, panel.views, trigger_mode="always_last", **PRIVATE)
+    panel.back.click(inspector.stepped(-1), where, panel.views, **PRIVATE)
+    panel.forward.click(inspector.stepped(1), where, panel.views, **PRIVATE)
+    page.chat.picked.change(inspector.picked_token, [page.chat.picked, page.conversation],
+                            [page.inspected, *panel.views], **PRIVATE)
+    panel.play.click(toggled, page.playing, [panel.timer, panel.play, page.playing], **PRIVATE)
+    panel.timer.tick(inspector.played, where, [*panel.views, panel.timer, panel.play, page.playing], **PRIVATE)

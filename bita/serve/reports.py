@@ -1,0 +1,47 @@
+"""The app's Markdown: the page's introduction, the chat's status line and the race's table."""
+
+from __future__ import annotations
+
+from ..decode.records import StepRecord
+from ..decode.sampling import Sampling
+from ..plan.tree_plan import TreePlan
+from .race import Lane, drafted, speedup
+
+
+def introduction(model: str, device: str) -> str:
+    """The page's heading and what its colours mean."""
+    return (f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{model}** on **{device}**. "
+            "Every answer is token-for-token what plain greedy decoding gives (sampled answers, at a temperature "
+            "above 0, follow exactly the distribution AR sampling draws from); the colours show which forward pass "
+            "produced each token and how (hover a token for its pass and the drafts it beat; click it to inspect "
+            "that pass).")
+
+
+def status_line(records: list[StepRecord], plan: TreePlan, sampling: Sampling, device: str) -> str:
+    """An answer's tokens, passes, tokens per pass and speed, with its settings and tree."""
+    tokens = sum(len(r.emitted) for r in records)
+    seconds = sum(r.seconds for r in records)
+    rate = tokens / seconds if seconds else 0.0
+    return (f"**{tokens} tokens in {len(records)} forward passes** (tau {tokens / max(1, len(records)):.2f}), "
+            f"{rate:.1f} tok/s on {device}; {sampling.describe()}. Tree: {plan.reason}.")
+
+
+def race_table(ar: Lane, bita: Lane, plan: TreePlan, sampling: Sampling, device: str) -> str:
+    """The race so far: a headline (the speedup, or why none is shown) and one row per lane."""
+    rows = [f"| {lane.name} | {lane.passes} | {len(lane.tokens) / max(1, lane.passes):.2f} | "
+            f"{lane.tokens_per_s:.1f} | {'done' if lane.finished else 'running'} |" for lane in (ar, bita)]
+    so_far = "" if ar.finished and bita.finished else " so far"
+    if plan.tree is None:
+        headline = ("**No speedup shown**: BiTA is not drafting (auto found no tree faster than plain AR on this "
+                    "device), so both lanes run the same passes and any difference in tok/s is noise; pick a tree "
+                    "in Settings to race drafts")
+    elif drafted(bita):
+        headline = f"**Speedup {speedup(bita, ar):.2f}x{so_far}** (BiTA tok/s / AR tok/s)"
+    else:
+        headline = ("**No speedup shown**: no BiTA pass has accepted a draft, so both lanes did the same "
+                    "one-token passes and any difference in tok/s is noise")
+    return "\n".join([
+        f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone; {sampling.describe()}"
+        f"{' (each lane draws its own sample, from the same distribution)' if not sampling.greedy else ''}. "
+        f"BiTA tree: {plan.reason}.", "",
+        "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
