@@ -36,10 +36,10 @@ def part_of(path: Path) -> str:
     return parts[0] if parts[0] == "viz" else parts[1]
 
 
-def imported_parts(path: Path) -> set[str]:
-    """The parts of bita a module imports (absolute or relative), and 'viz' if it imports viz."""
+def imported_modules(path: Path) -> list[list[str]]:
+    """Every module a module imports, absolute or relative, as dotted names split: [['bita', 'decode', 'step'], ...]."""
     package = list(path.relative_to(REPO).with_suffix("").parts[:-1])
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
@@ -49,12 +49,14 @@ def imported_parts(path: Path) -> set[str]:
             targets = [a.name.split(".") for a in node.names]
         else:
             continue
-        for target in targets:
-            if target[:1] == ["viz"]:
-                found.add("viz")
-            elif target[:1] == ["bita"] and len(target) > 1:
-                found.add(target[1])
+        found += targets
     return found
+
+
+def imported_parts(path: Path) -> set[str]:
+    """The parts of bita a module imports, and 'viz' if it imports viz."""
+    return {"viz" if target[0] == "viz" else target[1] for target in imported_modules(path)
+            if target[:1] == ["viz"] or (target[:1] == ["bita"] and len(target) > 1)}
 
 
 MODULES = sorted(p for p in [*REPO.glob("bita/*/*.py"), *REPO.glob("bita/*.py"), *REPO.glob("viz/*.py")]
@@ -67,6 +69,15 @@ def test_imports_run_one_way(path):
     imported = imported_parts(path) - {part}
     allowed = ALLOWED[part] | ({"viz"} if part in MAY_DRAW else set())
     assert imported <= allowed, f"{part} imports {sorted(imported - allowed)}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_of_the_project_name_existing_modules(path):
+    """A lazy import inside a function that names a module that is not there fails only when it runs."""
+    for target in imported_modules(path):
+        if target[0] in ("bita", "viz"):
+            where = REPO.joinpath(*target)
+            assert where.with_suffix(".py").is_file() or (where / "__init__.py").is_file(), ".".join(target)
 
 
 def test_no_gradio_below_serve():

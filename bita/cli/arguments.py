@@ -1,0 +1,51 @@
+"""Options shared by the commands (and the app): the model to load, what drafts, how to sample."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
+from ..model.kernels import KERNELS, KERNELS_HELP
+from ..plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a hub id or a path")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
+    parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
+
+
+def load_from(args: argparse.Namespace):
+    """The model named by ``add_model_arguments``' options."""
+    from ..model.loading import load_model
+
+    return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels)
+
+
+def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tree", default=DEFAULT_TREE, help="mask draft tree: auto (the fastest shape on this "
+                        "device; where none pays, plain AR, or n-gram chains alone with --drafts both), or a shape: "
+                        "efficient:3,2,2, chain:3, full:2,2,2, ...")
+    parser.add_argument("--drafts", choices=DRAFT_OPTIONS, default=DEFAULT_DRAFTS,
+                        help="who drafts: the adapter's mask groups, context n-grams (prompt lookup), or both "
+                             "merged in one tree")
+    parser.add_argument("--ngram-tokens", type=int, default=DEFAULT_NGRAM_TOKENS,
+                        help="n-gram chain length per pass (with --drafts ngram or both)")
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy, identical to greedy "
+                        "AR; above 0: sampled from exactly the AR distribution")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass, in (0, 1] (1: off)")
+    parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens (0: off)")
+    parser.add_argument("--seed", type=int, help="seed of the run's random generator (default: a random one, "
+                        "reported)")
+
+
+def sampling_from(args: argparse.Namespace):
+    """The Sampling that ``add_sampling_arguments``' options ask for (BitaError when absurd)."""
+    from ..decode.sampling import Sampling
+
+    return Sampling(args.temperature, args.top_p, args.top_k, args.seed)
