@@ -77,7 +77,7 @@ def test_interrupted_training_resumes_to_the_same_adapter(tmp_path, monkeypatch)
         if step == 10:
             raise KeyboardInterrupt  # killed right after the step-10 checkpoint
 
-    monkeypatch.setattr(bita.train, "_save_checkpoint", save_then_die)
+    monkeypatch.setattr(bita.training.train, "_save_checkpoint", save_then_die)
     resumed_config = config_for(tmp_path, steps=20, output=str(tmp_path / "resumed"))
     with pytest.raises(KeyboardInterrupt):
         train(model, "tiny", resumed_config)
