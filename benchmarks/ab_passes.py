@@ -2,7 +2,7 @@
 
     git worktree add /tmp/before <commit>              # the code before a change (sub-package layout)
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --before /tmp/before --rounds 25
-    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs fast kernels
+    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs the measured plan
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
 
 Both sides run on one loaded model (its linears packed by ``bita.model.kernels``; a side with stock

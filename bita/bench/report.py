@@ -1,7 +1,7 @@
 """Side-by-side benchmark: BiTA against HF ``generate``, our AR loop and HF prompt lookup decoding.
 
 Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); ``ar``, our AR
-loop on the loaded model's kernels (the fast path where it applies: the fair comparison);
+loop on the loaded model's kernels (the measured per-row-count plan where it applies: the fair comparison);
 ``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
 ``PLD_TOKENS`` proposed tokens a pass); ``bita`` on the loaded model's kernels.
 

@@ -14,14 +14,34 @@ def device_of(model: nn.Module) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
+def cpu_info() -> dict[str, str]:
+    """This CPU's /proc/cpuinfo fields (its first processor's; empty where there is none)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    fields = {}
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def describe_cpu() -> str:
+    """e.g. 'AMD EPYC, family 25 model 17, AVX512, 2 threads': the model name (with family and model
+    numbers, which tell one generation from another where the name does not), the widest vector ISA
+    torch's kernels use here, and torch's intra-op threads."""
+    info = cpu_info()
+    parts = [info.get("model name", "unknown CPU")]
+    if "cpu family" in info and "model" in info:
+        parts.append(f"family {info['cpu family']} model {info['model']}")
+    return ", ".join(parts + [torch.backends.cpu.get_cpu_capability(), f"{torch.get_num_threads()} threads"])
+
+
 def describe_device(device: torch.device) -> str:
-    """e.g. 'cuda:0 (NVIDIA H100 80GB HBM3)' or 'cpu (AMD EPYC 7B13, 2 threads)'."""
+    """e.g. 'cuda:0 (NVIDIA H100 80GB HBM3)' or 'cpu (AMD EPYC, family 25 model 17, AVX512, 2 threads)'."""
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
-             if line.startswith("model name")]
-    return f"cpu ({names[0] + ', ' if names else ''}{torch.get_num_threads()} threads)"
+    return f"cpu ({describe_cpu()})"
 
 
 def synchronize(device: torch.device) -> None:

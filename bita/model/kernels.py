@@ -1,16 +1,12 @@
-"""Fast kernels for passes of a few rows on CPU: linears on weights prepacked once by oneDNN,
-and attention that reads grouped key/values without copying them.
+"""CPU kernels for passes of a few rows: each frozen linear runs the path measured fastest on this
+machine for the pass's row count (kernel_plan.py), and attention reads grouped key/values in place.
 
-``F.linear`` on a handful of rows re-packs the weight matrix on every call, so on a small
-CPU a pass of 4-20 rows cost 1.5-2x a pass of one. Packing every frozen ``nn.Linear``
-weight once into oneDNN's blocked layout (the kernel inductor's weight freezing uses) makes
-the product nearly flat in rows. Measured on this 2-vCPU machine, one call on a weight hot
-in cache (ms, 1 / 6 / 20 / 1024 rows, stock vs packed): a 1536x576 weight 0.10 / 0.28 / 0.55
-/ 10.6 vs 0.12 / 0.12 / 0.38 / 12.2; the 49152x576 LM head 9.4 / 25.3 / 26.6 / 476 vs 5.0 /
-8.0 / 12.2 / 423. In a real pass the weights come cold from memory and the packed kernel
-wins at one row too (a whole AR pass 9 % faster than with BLAS's matrix-vector product for
-the small weights); past ``PACKED_MAX_ROWS`` rows (long prompts, training batches) the stock
-kernel is as fast or faster for all but the LM head.
+``F.linear`` on a handful of rows can cost much more than on one (measured on a 2-vCPU AMD EPYC
+with AVX2: a 4-row pass 1.87x a 1-row one, stock), and which alternative helps depends on the
+CPU: there oneDNN-prepacked weights made the product nearly flat in rows at every row count; on
+an Intel Xeon with AVX-512 they slowed the 1-row pass by a third, and a plain matmul on a weight
+transposed once won at 4-16 rows. So nothing is assumed: ``apply_kernels`` takes the plan
+measured on this machine (cached) and each linear dispatches on its input's row count.
 
 Under a custom attention mask with more than one query row (every BiTA pass), transformers'
 SDPA attention copies each layer's key/values once per query head of a group (``repeat_kv``)
@@ -19,15 +15,16 @@ before the kernel; SDPA's ``enable_gqa`` reads them in place instead, with ident
 ``apply_kernels`` swaps the ``forward`` of each plain ``nn.Linear`` instance (module types,
 parameters and state dicts stay untouched, so HF ``generate``, our AR loop and BiTA all run
 on it) and selects the attention function registered here; ``stock_kernels`` restores both
-for a while on the same model. Gradients never go through the packed kernel: a call that
-needs autograd takes ``F.linear`` on the original weight, so training computes what it did
-on stock modules.
+for a while on the same model. Gradients never go through a planned path: a call that needs
+autograd takes ``F.linear`` on the original weight, so training computes what it did on stock
+modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import MethodType
 
 import torch
@@ -38,28 +35,33 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
 from ..errors import BitaError
+from .kernel_plan import (
+    PACKED,
+    PATHS,
+    STOCK,
+    TRANSPOSED,
+    KernelPlan,
+    bucket_of,
+    cached_plan,
+    measure_plan,
+    pack,
+    run_path,
+)
 
 KERNELS = ("auto", "stock")
-KERNELS_HELP = "auto: oneDNN-prepacked linears where they help (CPU float32); stock: transformers' own kernels"
-FAST, STOCK = "fast", "stock"
+KERNELS_HELP = ("auto: each linear runs the kernel measured fastest on this machine for the pass's row count "
+                "(CPU float32/bfloat16; measured once, cached); stock: transformers' own kernels")
+MEASURED = "measured"  # STOCK ("stock") is both a kernels choice and a path: kernel_plan.py
 STOCK_ATTENTION, SHARED_KV_ATTENTION = "sdpa", "bita_sdpa_shared_kv"
-# Weights at least this large (the LM head here) always take the packed kernel; smaller ones
-# up to PACKED_MAX_ROWS rows (from the measurements above).
-LARGE_WEIGHT = 1 << 22
-PACKED_MAX_ROWS = 128
-
-_linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 
 
-def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """x [..., in] -> [..., out]: the packed kernel where it is faster; ``F.linear`` on the
+def _planned_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """x [..., in] -> [..., out] by the path planned for its row count; ``F.linear`` on the
     original weight for autograd and for a non-CPU input."""
-    rows = x.numel() // x.shape[-1]
-    packed = (x.device.type == "cpu" and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
-              and (rows <= PACKED_MAX_ROWS or self.weight.numel() >= LARGE_WEIGHT))
-    if packed:
-        return _linear_pointwise(x, self.bita_packed_weight, self.bias, "none", [], "")
-    return F.linear(x, self.weight, self.bias)
+    if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
+        return F.linear(x, self.weight, self.bias)
+    path = self.bita_paths[bucket_of(x.numel() // x.shape[-1])]
+    return run_path(path, x, self.weight, self.bias, self.bita_transposed_weight, self.bita_packed_weight)
 
 
 def _sdpa_shared_kv(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -86,36 +88,37 @@ def _packable(module: nn.Module) -> bool:
         torch.float32, torch.bfloat16)
 
 
-def _pack(weight: torch.Tensor) -> torch.Tensor | None:
-    """The oneDNN-blocked copy of ``weight`` [out, in], or None where this CPU cannot run it
-    (bf16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)."""
-    try:
-        return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
-    except RuntimeError:
-        return None
+def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
+                  plan: KernelPlan | None = None) -> str:
+    """Install the measured paths on ``model``'s linears; return what runs: STOCK, or MEASURED and
+    the plan (e.g. 'measured (layers: 1 stock, 2-128 transposed, 512 stock; head: packed)').
 
-
-def apply_kernels(model: nn.Module, kernels: str = "auto") -> str:
-    """Install the fast path on ``model`` where it helps; return what runs: "fast" or "stock".
-
-    ``auto`` packs every plain ``nn.Linear`` on CPU in float32 (or bfloat16 where oneDNN can)
-    and swaps SDPA attention for the shared-key/value one; it is a no-op on CUDA, for other
-    dtypes and for quantised layers. ``stock`` changes nothing. The weights must stay frozen
-    afterwards: the packed copies are not updated.
+    ``auto`` applies to plain ``nn.Linear`` layers on CPU in float32 (or bfloat16) and swaps SDPA
+    attention for the shared-key/value one; it is a no-op on CUDA, for other dtypes and for
+    quantised layers. The plan: ``plan`` as given (tests), else read from or measured into the JSON
+    file ``plan_file`` (None: measured, not kept). ``stock`` changes nothing. The weights must stay
+    frozen afterwards: the transposed and packed copies are not updated.
     """
     if kernels not in KERNELS:
         raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
-    if kernels == STOCK or not torch.backends.mkldnn.is_available():
-        return STOCK
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     linears = [m for m in model.modules() if _packable(m)]
-    packed = {id(m): _pack(m.weight) for m in linears}
-    if not linears or any(p is None for p in packed.values()):
+    if kernels == STOCK or not linears:
         return STOCK
+    head = head if head in linears else None
+    layers = [m for m in linears if m is not head]
+    if plan is None:
+        paths = PATHS if torch.backends.mkldnn.is_available() and pack(linears[0].weight) is not None else \
+            (STOCK, TRANSPOSED)
+        plan = cached_plan(plan_file, layers, head, paths)[0] if plan_file else measure_plan(layers, head, paths)
     for module in linears:
-        module.bita_packed_weight = packed[id(module)]
-        module.forward = MethodType(_packed_forward, module)
+        module.bita_paths = plan.head if module is head else plan.layers
+        module.bita_transposed_weight = module.weight.detach().t().contiguous() if TRANSPOSED in module.bita_paths \
+            else None
+        module.bita_packed_weight = pack(module.weight) if PACKED in module.bita_paths else None
+        module.forward = MethodType(_planned_forward, module)
     _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)
-    return FAST
+    return f"{MEASURED} ({plan.describe()})"
 
 
 def _set_attention(model: nn.Module, current: str, wanted: str) -> None:
@@ -127,14 +130,14 @@ def _set_attention(model: nn.Module, current: str, wanted: str) -> None:
 
 
 def kernels_of(model: nn.Module) -> str:
-    """"fast" when ``apply_kernels`` installed the fast path on ``model``, else "stock"."""
-    return FAST if any("bita_packed_weight" in vars(m) for m in model.modules()) else STOCK
+    """MEASURED when ``apply_kernels`` installed its paths on ``model``, else STOCK."""
+    return MEASURED if any("bita_paths" in vars(m) for m in model.modules()) else STOCK
 
 
 @contextmanager
 def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
     """Run ``model`` on the stock kernels inside the block (HF ``generate`` as users run it today)."""
-    swapped = [m for m in model.modules() if "forward" in vars(m) and "bita_packed_weight" in vars(m)]
+    swapped = [m for m in model.modules() if "forward" in vars(m) and "bita_paths" in vars(m)]
     forwards = [vars(m).pop("forward") for m in swapped]
     _set_attention(model, SHARED_KV_ATTENTION, STOCK_ATTENTION)
     try:

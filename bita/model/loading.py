@@ -20,6 +20,7 @@ from .kernels import apply_kernels
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -29,7 +30,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
-    kernels: str = "stock"  # what runs: "fast" (prepacked linears, shared-key/value attention: kernels.py) or "stock"
+    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the per-row-count plan (kernels.py)
 
     @property
     def context_limit(self) -> int:
@@ -134,7 +135,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         model.to(target)
     model.eval().requires_grad_(False)
     return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target,
-                       apply_kernels(model, kernels))
+                       apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE))
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], system: str | None = None) -> list[int]:

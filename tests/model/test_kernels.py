@@ -1,5 +1,5 @@
-"""The fast linear path: same outputs as stock kernels, lossless BiTA on it, stock autograd,
-a way back to stock kernels on the same model, and no-ops where it does not apply."""
+"""The planned linear paths: each gives stock outputs, BiTA is lossless on a plan that mixes them,
+stock autograd, a way back to stock kernels on the same model, and no-ops where they do not apply."""
 
 import pytest
 import torch
@@ -13,22 +13,23 @@ from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.model.kernels import (
-    FAST,
-    SHARED_KV_ATTENTION,
-    STOCK,
-    STOCK_ATTENTION,
-    apply_kernels,
-    kernels_of,
-    stock_kernels,
-)
+from bita.model.kernel_plan import PACKED, ROW_BUCKETS, TRANSPOSED, KernelPlan
+from bita.model.kernels import MEASURED, SHARED_KV_ATTENTION, STOCK, STOCK_ATTENTION, apply_kernels, kernels_of, stock_kernels
+
+CYCLE = [STOCK, TRANSPOSED, PACKED] * len(ROW_BUCKETS)
+PLANS = {  # rows 1 / 2 / 6 / 20 / 200 fall in buckets 0 / 1 / 3 / 5 / 7 (the last)
+    "transposed": KernelPlan((TRANSPOSED,) * len(ROW_BUCKETS), (TRANSPOSED,) * len(ROW_BUCKETS)),
+    "packed": KernelPlan((PACKED,) * len(ROW_BUCKETS), (PACKED,) * len(ROW_BUCKETS)),
+    "mixed": KernelPlan(tuple(CYCLE[:len(ROW_BUCKETS)]), tuple(CYCLE[2:2 + len(ROW_BUCKETS)])),
+}
 from bita.training.objective import SarObjective, make_batch
 
 
-def packed_model(arch: str) -> nn.Module:
-    """A fresh tiny model on the fast path (the session fixture ``tiny`` stays stock)."""
+def planned_model(arch: str, plan: KernelPlan | None = None) -> nn.Module:
+    """A fresh tiny model on ``plan``'s paths, or on the plan measured here (the session fixture
+    ``tiny`` stays stock)."""
     model = tiny_model(arch)
-    assert apply_kernels(model, "auto") == FAST
+    assert apply_kernels(model, "auto", plan=plan).startswith(MEASURED)
     return model
 
 
@@ -38,9 +39,10 @@ def random_mask(rows: int, generator: torch.Generator) -> torch.Tensor:
     return additive_mask(allowed, torch.float32, "cpu")
 
 
+@pytest.mark.parametrize("plan", [*PLANS, "measured"])
 @pytest.mark.parametrize("arch", sorted(TINY_CONFIGS))
-def test_fast_path_gives_stock_logits(arch):
-    model = packed_model(arch)
+def test_every_path_gives_stock_logits(arch, plan):
+    model = planned_model(arch, PLANS.get(plan))
     generator = torch.Generator().manual_seed(0)
     for rows, masked in ((1, False), (2, False), (6, True), (20, True), (20, False), (200, False)):
         input_ids = torch.randint(3, 500, (1, rows), generator=generator)
@@ -54,8 +56,8 @@ def test_fast_path_gives_stock_logits(arch):
 
 
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "efficient:3/chain-groups"])
-def test_bita_is_lossless_on_the_fast_path(spec):
-    model = packed_model("llama")
+def test_bita_is_lossless_on_a_plan_that_mixes_paths(spec):
+    model = planned_model("llama", PLANS["mixed"])
     adapter = BitaAdapter.create(model, prompt_tokens=8, mask_tokens=3, seed=0)
     for prompt in random_prompts(4, seed=13):
         reference = hf_generate(model, prompt, 24, [])
@@ -72,8 +74,8 @@ def adapter_gradients(model, adapter, batch):
 
 
 def test_training_gradients_are_those_of_stock_kernels():
-    """The adapter's gradients flow through the frozen linears: the fast path must not change them."""
-    model = packed_model("llama")
+    """The adapter's gradients flow through the frozen linears: the planned paths must not change them."""
+    model = planned_model("llama", PLANS["mixed"])
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=2)
     samples = [{"prompt_ids": p[:6], "answer_ids": p[6:]} for p in random_prompts(3, seed=4, low=20, high=30)]
     batch = make_batch(samples, n_anchors=4, max_length=64, rng=None, every_anchor=True)
@@ -85,24 +87,24 @@ def test_training_gradients_are_those_of_stock_kernels():
         torch.testing.assert_close(fast[name], stock[name], atol=1e-6, rtol=1e-5)
 
 
-def test_stock_kernels_restores_the_fast_path():
-    model = packed_model("qwen2")
+def test_stock_kernels_restores_the_planned_paths():
+    model = planned_model("qwen2", PLANS["mixed"])
     linear = model.model.layers[0].mlp.up_proj
-    assert kernels_of(model) == FAST and "forward" in vars(linear)
+    assert kernels_of(model) == MEASURED and "forward" in vars(linear)
     assert model.config._attn_implementation == SHARED_KV_ATTENTION
     with stock_kernels(model):
-        assert kernels_of(model) == FAST and "forward" not in vars(linear)
+        assert kernels_of(model) == MEASURED and "forward" not in vars(linear)
         assert linear.forward.__func__ is nn.Linear.forward
         assert model.model.layers[0].self_attn.config._attn_implementation == STOCK_ATTENTION
     assert "forward" in vars(linear) and model.config._attn_implementation == SHARED_KV_ATTENTION
     with pytest.raises(RuntimeError), stock_kernels(model):
         raise RuntimeError("an error inside the block")
-    assert "forward" in vars(linear), "the fast path comes back even when the block fails"
+    assert "forward" in vars(linear), "the planned paths come back even when the block fails"
 
 
-def test_packing_leaves_parameters_and_state_dict_alone():
+def test_planning_leaves_parameters_and_state_dict_alone():
     model, reference = tiny_model("llama"), tiny_model("llama")
-    apply_kernels(model, "auto")
+    apply_kernels(model, "auto", plan=PLANS["mixed"])
     assert model.state_dict().keys() == reference.state_dict().keys()
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
 
@@ -121,7 +123,7 @@ def test_auto_is_a_no_op_where_it_does_not_apply():
         off_cpu = nn.Sequential(nn.Linear(8, 8))
     assert apply_kernels(off_cpu, "auto") == STOCK and "forward" not in vars(off_cpu[0])
     quantised = nn.Sequential(QuantisedLinear(8, 8), nn.Linear(8, 8))
-    assert apply_kernels(quantised, "auto") == FAST
+    assert apply_kernels(quantised, "auto").startswith(MEASURED)
     assert "forward" not in vars(quantised[0]) and "forward" in vars(quantised[1])
     with pytest.raises(Exception, match="unknown kernels"):
         apply_kernels(tiny_model("llama"), "fast")
@@ -130,7 +132,7 @@ def test_auto_is_a_no_op_where_it_does_not_apply():
 def test_bfloat16_packs_only_where_this_cpu_can():
     model = tiny_model("llama").to(torch.bfloat16)
     result = apply_kernels(model, "auto")
-    assert result == kernels_of(model)
+    assert kernels_of(model) == (MEASURED if result.startswith(MEASURED) else STOCK)
     input_ids = torch.randint(3, 500, (1, 6))
     with torch.inference_mode():
         fast = model(input_ids=input_ids).logits.float()

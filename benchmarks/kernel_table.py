@@ -1,0 +1,34 @@
+"""The kernel table of this machine: median ms of each linear path (stock ``F.linear``, a weight
+transposed once, oneDNN-packed) for the loaded model's weights at every row bucket, the layers'
+linears all in sequence and the LM head alone, and the plan ``--kernels auto`` takes from it.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/kernel_table.py [--model default]
+"""
+
+import argparse
+
+from bita.model.device import describe_device
+from bita.model.kernel_plan import MIN_GAIN, PATHS, ROW_BUCKETS, kernel_times, plan_from
+from bita.model.loading import load_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default")
+    args = parser.parse_args()
+    loaded = load_model(args.model, device="cpu", kernels="stock")
+    head = loaded.model.get_output_embeddings()
+    layers = [m for m in loaded.model.modules() if type(m).__name__ == "Linear" and m is not head]
+    times = kernel_times(layers, head)
+    print(f"{loaded.name}, {describe_device(loaded.device)}: {len(layers)} layer linears + the LM head; "
+          "median ms of 5 interleaved rounds\n")
+    for name in ("layers", "head"):
+        print(f"| {name}: rows | " + " | ".join(PATHS) + " | fastest |\n|---:|" + "---:|" * (len(PATHS) + 1))
+        for rows, row in zip(ROW_BUCKETS, times[name]):
+            print(f"| {rows} | " + " | ".join(f"{1000 * row[p]:.1f}" for p in PATHS) + f" | {min(row, key=row.get)} |")
+        print()
+    print(f"plan (another path replaces stock only when {MIN_GAIN:.0%} faster): {plan_from(times).describe()}")
+
+
+if __name__ == "__main__":
+    main()

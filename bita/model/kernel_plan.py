@@ -1,0 +1,180 @@
+"""Which linear kernel runs M rows on this machine, chosen by measuring it once.
+
+Three paths that torch ships compute ``x @ W.T + b`` for a frozen weight W [out, in]:
+
+- STOCK: ``F.linear(x, W, b)``, what transformers runs;
+- TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
+- PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``).
+
+Which is fastest depends on the CPU and on M (measured on 2-vCPU machines of one workplace: on an
+AMD EPYC with AVX2 PACKED won at every M, and on an AMD EPYC of family 25 model 17 with AVX-512 too
+(docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
+and TRANSPOSED at 4-16 rows). So ``measure_plan`` times the three on
+the model's own weights at each of ``ROW_BUCKETS`` rows: all the layers' linears one after the
+other (as a pass streams them from memory, cold), and the LM head alone, and keeps per bucket the
+fastest, STOCK unless another is faster by ``MIN_GAIN``. Plans are cached on disk, keyed by CPU
+model, ISA flags, threads, torch version, dtype and weight shapes (``plan_key``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .device import cpu_info, describe_cpu
+
+STOCK, TRANSPOSED, PACKED = "stock", "transposed", "packed"
+PATHS = (STOCK, TRANSPOSED, PACKED)
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # M rows take the first bucket >= M; past 128 (long prompts), the last
+MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
+REPEATS = 5
+PLAN_VERSION = "v1"
+
+_linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
+
+
+def bucket_of(rows: int) -> int:
+    """Index into ROW_BUCKETS of the bucket that runs ``rows`` rows."""
+    return next((i for i, size in enumerate(ROW_BUCKETS) if rows <= size), len(ROW_BUCKETS) - 1)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """The path per row bucket (``ROW_BUCKETS``) for the layers' linears and for the LM head."""
+
+    layers: tuple[str, ...]
+    head: tuple[str, ...]
+
+    def uses(self, path: str) -> bool:
+        return path in self.layers or path in self.head
+
+    def describe(self) -> str:
+        """e.g. 'layers: 1 stock, 2-64 transposed, 128 stock; head: packed'."""
+        return f"layers: {_runs(self.layers)}; head: {_runs(self.head)}"
+
+
+def _runs(paths: Sequence[str]) -> str:
+    """'stock' when one path serves all buckets, else its runs of buckets: '1 stock, 2-128 transposed'."""
+    runs: list[list] = []
+    for size, path in zip(ROW_BUCKETS, paths):
+        if runs and runs[-1][2] == path:
+            runs[-1][1] = size
+        else:
+            runs.append([size, size, path])
+    if len(runs) == 1:
+        return runs[0][2]
+    return ", ".join(f"{low}{'' if low == high else f'-{high}'} {path}" for low, high, path in runs)
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor | None:
+    """The oneDNN-blocked copy of ``weight`` [out, in], or None where this CPU cannot run it
+    (bf16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)."""
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+    except RuntimeError:
+        return None
+
+
+def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+             transposed: torch.Tensor | None, packed: torch.Tensor | None) -> torch.Tensor:
+    """x [..., in] -> [..., out] by ``path``; ``transposed`` [in, out] and ``packed`` are the
+    weight's copies for those paths."""
+    if path == PACKED:
+        return _linear_pointwise(x, packed, bias, "none", [], "")
+    if path == TRANSPOSED:
+        out = x @ transposed
+        return out + bias if bias is not None else out
+    return F.linear(x, weight, bias)
+
+
+def _median_seconds(runs: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median wall seconds of each run, interleaved REPEATS times after one warm-up round."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for round_index in range(REPEATS + 1):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            if round_index:
+                times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+def _fastest(seconds: dict[str, float]) -> str:
+    best = min(seconds, key=seconds.get)
+    return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
+
+
+@torch.inference_mode()
+def kernel_times(layers: list[nn.Linear], head: nn.Linear | None,
+                 paths: Sequence[str] = PATHS) -> dict[str, list[dict[str, float]]]:
+    """Median seconds of each path on these weights at every row bucket: {"layers": [per bucket
+    {path: seconds}], "head": [...]}; "layers" runs all of them one after the other."""
+    def copies(module):
+        weight = module.weight
+        return (weight, module.bias, weight.t().contiguous() if TRANSPOSED in paths else None,
+                pack(weight) if PACKED in paths else None)
+
+    stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
+    times: dict[str, list[dict[str, float]]] = {name: [] for name in stacks}
+    for rows in ROW_BUCKETS:
+        for name, stack in stacks.items():
+            inputs = {}
+            for weight, *_ in stack:
+                inputs.setdefault(weight.shape[1], torch.randn(rows, weight.shape[1], dtype=weight.dtype))
+
+            def run(path, stack=stack, inputs=inputs):
+                return [run_path(path, inputs[w.shape[1]], w, b, t, p) for w, b, t, p in stack]
+
+            times[name].append(_median_seconds({path: (lambda p=path: run(p)) for path in paths}) if stack else {})
+    return times
+
+
+def plan_from(times: dict[str, list[dict[str, float]]]) -> KernelPlan:
+    """The fastest path per bucket of ``kernel_times``' table (STOCK where there was no weight)."""
+    return KernelPlan(*(tuple(_fastest(t) if t else STOCK for t in times[name]) for name in ("layers", "head")))
+
+
+def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> KernelPlan:
+    return plan_from(kernel_times(layers, head, paths))
+
+
+def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
+    """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
+    torch's version, the dtype and the weights' shapes."""
+    shapes = sorted({tuple(m.weight.shape) for m in layers}) + ([tuple(head.weight.shape)] if head else [])
+    weights = layers[0].weight if layers else head.weight
+    digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
+    return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, PLAN_VERSION])
+
+
+def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
+                paths: Sequence[str] = PATHS) -> tuple[KernelPlan, bool]:
+    """(the plan for these weights on this machine, whether it was measured now): read from the
+    JSON file ``path``, or measured over ``paths`` and added to it."""
+    key = plan_key(layers, head)
+    try:
+        stored = json.loads(path.read_text()).get(key) if path.is_file() else None
+        if stored:
+            return KernelPlan(tuple(stored["layers"]), tuple(stored["head"])), False
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # unreadable or corrupted: measure again and rewrite
+    plan = measure_plan(layers, head, paths)
+    try:
+        table = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        table = {}
+    table[key] = asdict(plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(table, indent=1))
+    temporary.replace(path)
+    return plan, True
