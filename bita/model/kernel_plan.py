@@ -22,6 +22,7 @@ import hashlib
 import json
 import statistics
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,8 +44,8 @@ _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 
 
 def bucket_of(rows: int) -> int:
-    """Index into ROW_BUCKETS of the bucket that runs ``rows`` rows."""
-    return next((i for i, size in enumerate(ROW_BUCKETS) if rows <= size), len(ROW_BUCKETS) - 1)
+    """Index into ROW_BUCKETS of the bucket that runs ``rows`` rows (every linear call asks: bisect)."""
+    return min(bisect_left(ROW_BUCKETS, rows), len(ROW_BUCKETS) - 1)
 
 
 @dataclass(frozen=True)
