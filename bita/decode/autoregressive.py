@@ -8,18 +8,27 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from ..model.device import device_of, timed
+from ..model.device import device_of, output_logits, timed
+from ..model.static_kv import StaticKV
 from .records import StepRecord
 from .sampling import GREEDY, Sampling, next_token
+from .step import forward_rows, new_cache
 from .stopping import StopCondition
 
 
 @torch.inference_mode()
-def _ar_pass(model: nn.Module, cache: DynamicCache, tokens: list[int], sampling: Sampling,
+def _ar_pass(model: nn.Module, cache: DynamicCache | StaticKV, tokens: list[int], sampling: Sampling,
              generator: torch.Generator | None) -> int:
-    """Feed ``tokens`` after the cache; return the next token (argmax, or drawn from p)."""
-    input_ids = torch.tensor([tokens], device=device_of(model))
-    logits = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    """Feed ``tokens`` after the cache; return the next token (argmax, or drawn from p). A StaticKV
+    runs the lean forward (causal over the cache), a DynamicCache transformers' model."""
+    input_ids = torch.tensor(tokens, device=device_of(model))
+    if isinstance(cache, StaticKV):
+        rows, cached = len(tokens), cache.get_seq_length()
+        allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
+        hidden = forward_rows(model, cache, model.get_input_embeddings()(input_ids),
+                              torch.arange(cached, cached + rows), allowed)
+        return next_token(output_logits(model, hidden[-1:])[0], sampling, generator)
+    logits = model(input_ids=input_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1).logits
     return next_token(logits[0, -1], sampling, generator)
 
 
@@ -27,7 +36,7 @@ def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition,
              sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
     """AR generation with a KV cache, one StepRecord (kind "ar") per forward pass; greedy, or
     sampled (bita/sampling.py) with one generator for this run seeded from ``sampling.seed``."""
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model)
     device = device_of(model)
     generator = sampling.generator()
     feed, position, index, finish = list(prompt_ids), 0, 0, None

@@ -23,6 +23,8 @@ from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
 from ..model.adapter import BitaAdapter
 from ..model.device import device_of, output_logits, timed
+from ..model.lean_llama import lean_of
+from ..model.static_kv import StaticKV
 from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from .sampling import GREEDY, Sampling, next_token
@@ -43,7 +45,7 @@ class Drafts:
 
 @dataclass
 class DecodeState:
-    cache: DynamicCache
+    cache: DynamicCache | StaticKV
     context_length: int  # ordinary tokens in the cache (prompt slots excluded)
     root: int  # last emitted token: fed, and cached, by the next pass
     drafts: Drafts | None  # None when the last accepted node carried no mask group, or masks are off
@@ -55,7 +57,36 @@ class DecodeState:
         self.drafts = drafts
 
 
-def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, layout: PassLayout,
+def new_cache(model: nn.Module, adapter: BitaAdapter | None = None) -> DynamicCache | StaticKV:
+    """An empty cache for ``model``'s forward (a StaticKV where the lean forward runs it), with
+    ``adapter``'s prompt key/values in its first P slots."""
+    dtype, lean = model.get_input_embeddings().weight.dtype, lean_of(model)
+    if lean is None:
+        return adapter.prompt_cache(model, 1, dtype) if adapter else DynamicCache(config=model.config)
+    cache = lean.new_cache()
+    prompts = adapter.prompt_key_values(model, dtype) if adapter else []
+    if prompts:
+        cache.reserve(adapter.n_prompt)
+        for layer, (keys, values) in enumerate(prompts):
+            cache.append(layer, keys, values)
+        cache.advance(adapter.n_prompt)
+    return cache
+
+
+def forward_rows(model: nn.Module, cache: DynamicCache | StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
+                 allowed: torch.Tensor) -> torch.Tensor:
+    """Rows embeds [R, H] at ``positions`` [R] through the frozen model, appended to ``cache``;
+    ``allowed`` [R, cached + R] bool. Returns last hidden states [R, H]: the lean forward's for a
+    StaticKV, transformers' for a DynamicCache (the two agree bit for bit: tests/model/test_lean_llama.py)."""
+    if isinstance(cache, StaticKV):
+        return lean_of(model).forward(cache, embeds, positions, allowed)
+    device, dtype = embeds.device, embeds.dtype
+    return model.base_model(inputs_embeds=embeds[None], position_ids=positions.to(device)[None],
+                            attention_mask=additive_mask(allowed, dtype, device), past_key_values=cache,
+                            use_cache=True).last_hidden_state[0]
+
+
+def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache | StaticKV, layout: PassLayout,
                    ordinary_tokens: torch.Tensor, position: int, context_length: int) -> torch.Tensor:
     """Run the new rows of ``layout`` through the frozen model, appending them to ``cache``.
 
@@ -64,17 +95,10 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache, 
     """
     device = device_of(model)
     dtype = model.get_input_embeddings().weight.dtype
-    ordinary = model.get_input_embeddings()(ordinary_tokens.to(device)[None])
-    masks = adapter.mask_embeddings[: layout.n_masks].to(dtype).repeat(len(layout.tree.group_anchors), 1)[None]
-    allowed = allowed_keys(layout, adapter.n_prompt, context_length)
-    hidden = model.base_model(
-        inputs_embeds=torch.cat([ordinary, masks], dim=1),
-        position_ids=(position + layout.position_offsets).to(device)[None],
-        attention_mask=additive_mask(allowed, dtype, device),
-        past_key_values=cache,
-        use_cache=True,
-    ).last_hidden_state
-    return hidden[0]
+    ordinary = model.get_input_embeddings()(ordinary_tokens.to(device))
+    masks = adapter.mask_embeddings[: layout.n_masks].to(dtype).repeat(len(layout.tree.group_anchors), 1)
+    return forward_rows(model, cache, torch.cat([ordinary, masks.to(device)]), position + layout.position_offsets,
+                        allowed_keys(layout, adapter.n_prompt, context_length))
 
 
 def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
@@ -126,7 +150,7 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
-        cache = adapter.prompt_cache(model, 1, model.get_input_embeddings().weight.dtype)
+        cache = new_cache(model, adapter)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
         bonus = next_token(logits[0], sampling, generator)

@@ -50,7 +50,8 @@ from .kernel_plan import (
 
 KERNELS = ("auto", "stock")
 KERNELS_HELP = ("auto: each linear runs the kernel measured fastest on this machine for the pass's row count "
-                "(CPU float32/bfloat16; measured once, cached); stock: transformers' own kernels")
+                "(CPU float32/bfloat16; measured once, cached), and Llama-family models run a lean forward over a "
+                "static KV cache on CPU; stock: transformers' own code and kernels")
 MEASURED = "measured"  # STOCK ("stock") is both a kernels choice and a path: kernel_plan.py
 STOCK_ATTENTION, SHARED_KV_ATTENTION = "sdpa", "bita_sdpa_shared_kv"
 

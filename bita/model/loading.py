@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from ..errors import BitaError
 from .kernels import apply_kernels
+from .lean_llama import attach_lean
 
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
@@ -30,7 +31,8 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
-    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the per-row-count plan (kernels.py)
+    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the per-row-count plan (kernels.py),
+    # with "; lean forward, static KV cache" where lean_llama.py runs the passes
 
     @property
     def context_limit(self) -> int:
@@ -115,7 +117,9 @@ def quantization_config(bits: int | None, device: torch.device):
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
                quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
     """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path.
-    ``kernels``: "auto" (fast linears where they help: CPU) or "stock" (see kernels.py)."""
+    ``kernels``: "auto" (each linear on the path measured fastest here, and for the Llama family on
+    CPU the lean forward over a static KV cache: kernels.py, lean_llama.py) or "stock" (transformers'
+    own code and kernels)."""
     target = pick_device(device)
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
@@ -134,8 +138,10 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
-    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target,
-                       apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE))
+    runs = apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE)
+    if kernels == "auto" and attach_lean(model):
+        runs += "; lean forward, static KV cache"
+    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs)
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], system: str | None = None) -> list[int]:

@@ -1,0 +1,134 @@
+"""A lean forward for the Llama family (Llama, SmolLM2, Mistral, Qwen2) over the same HF weights.
+
+transformers' modeling code costs about a fifth of a pass on a 2-vCPU CPU (docs/speed.md: 46.7
+-> 36.8 ms for one row on an AMD EPYC with AVX-512, logits bit-identical). This forward does what
+it does for these architectures, gpt-fast style: QKV and gate/up fused once, RMSNorm and rotary
+written out in transformers' order of operations, keys and values written in place into a
+``StaticKV`` (no concatenation, no crop), SDPA with ``enable_gqa`` under a boolean mask, and each
+linear on the path the machine's kernel plan chose for the pass's rows (kernel_plan.py).
+
+``attach_lean`` puts it on a model that supports it (``lean_unsupported`` says why not); the
+decode loop then runs its passes here (bita/decode/step.py, autoregressive.py). Every other
+architecture, quantised layers and GPUs keep transformers' path. HF ``generate`` always runs
+transformers' code.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, run_path
+from .static_kv import StaticKV
+
+LEAN_TYPES = ("llama", "mistral", "qwen2")
+
+
+def lean_unsupported(model: nn.Module) -> str | None:
+    """Why the lean forward cannot run ``model`` (None: it can)."""
+    config = getattr(model, "config", None)
+    if config is None or config.model_type not in LEAN_TYPES:
+        return f"architecture {getattr(config, 'model_type', type(model).__name__)!r} is not one of {LEAN_TYPES}"
+    rope = getattr(config, "rope_parameters", None) or {}
+    sliding = getattr(config, "sliding_window", None) or any(
+        kind != "full_attention" for kind in getattr(config, "layer_types", None) or ())
+    if rope.get("rope_type", "default") != "default" or sliding:
+        return "rotary scaling or a sliding window"
+    if config.hidden_act != "silu" or getattr(config, "final_logit_softcapping", None):
+        return "an activation other than SiLU, or soft-capped logits"
+    linears = [m for m in model.model.layers.modules() if isinstance(m, nn.Linear)]
+    if any(type(m) is not nn.Linear or m.weight.device.type != "cpu" for m in linears):
+        return "quantised layers or weights off the CPU"
+    return None
+
+
+class FusedLinear:
+    """Linears sharing an input, concatenated once: weight [sum out, in] and its copies for the plan."""
+
+    def __init__(self, modules: list[nn.Linear]):
+        self.weight = torch.cat([m.weight for m in modules]).detach()
+        biases = [m.bias for m in modules]
+        self.bias = torch.cat(biases).detach() if all(b is not None for b in biases) else None
+        self.paths = vars(modules[0]).get("bita_paths", (STOCK,) * len(ROW_BUCKETS))
+        self.transposed = self.weight.t().contiguous() if TRANSPOSED in self.paths else None
+        self.packed = pack(self.weight) if PACKED in self.paths else None
+
+    def __call__(self, x: torch.Tensor, bucket: int) -> torch.Tensor:
+        """x [R, in] -> [R, sum out] on the path planned for the pass's row bucket."""
+        return run_path(self.paths[bucket], x, self.weight, self.bias, self.transposed, self.packed)
+
+
+class LeanLlama:
+    """The decoder stack of a Llama-family ``model`` (embedding and LM head stay the model's)."""
+
+    def __init__(self, model: nn.Module):
+        config = model.config
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.inv_freq = model.model.rotary_emb.inv_freq
+        self.layers = []
+        for layer in model.model.layers:
+            attention, mlp = layer.self_attn, layer.mlp
+            self.layers.append((layer.input_layernorm.weight,
+                                FusedLinear([attention.q_proj, attention.k_proj, attention.v_proj]),
+                                FusedLinear([attention.o_proj]), layer.post_attention_layernorm.weight,
+                                FusedLinear([mlp.gate_proj, mlp.up_proj]), FusedLinear([mlp.down_proj])))
+        self.norm = model.model.norm.weight
+        self.dtype, self.device = self.norm.dtype, self.norm.device
+
+    def new_cache(self) -> StaticKV:
+        return StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype, self.device)
+
+    def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """transformers' LlamaRMSNorm, same operations in the same order."""
+        variance = x.float().pow(2).mean(-1, keepdim=True)
+        return weight * (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype)
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [R, 1, head_dim] for positions [R] (transformers' default rotary)."""
+        freqs = positions.float()[:, None] * self.inv_freq.float()[None]
+        angles = torch.cat([freqs, freqs], -1)
+        return angles.cos().to(self.dtype)[:, None], angles.sin().to(self.dtype)[:, None]
+
+    @staticmethod
+    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+    @torch.inference_mode()
+    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
+                allowed: torch.Tensor) -> torch.Tensor:
+        """Rows embeds [R, H] at ``positions`` [R], written at the cache's next R slots; ``allowed``
+        [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H]."""
+        rows = embeds.shape[0]
+        cache.reserve(rows)
+        bucket, (cos, sin) = bucket_of(rows), self.rotary(positions.to(self.device))
+        mask = allowed.to(self.device)[None, None]
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        x = embeds
+        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
+            q, k, v = qkv(self.rms(x, norm_in), bucket).split([q_size, kv_size, kv_size], -1)
+            q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin).transpose(0, 1)[None]
+            k = self.rotate(k.view(rows, self.kv_heads, self.head_dim), cos, sin).transpose(0, 1)[None]
+            keys, values = cache.append(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
+            attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+            x = x + out(attended[0].transpose(0, 1).reshape(rows, q_size), bucket)
+            gate, up = gate_up(self.rms(x, norm_post), bucket).chunk(2, -1)
+            x = x + down(F.silu(gate) * up, bucket)
+        cache.advance(rows)
+        return self.rms(x, self.norm)
+
+
+def attach_lean(model: nn.Module) -> bool:
+    """Put a LeanLlama on ``model`` where it can run it (after ``apply_kernels``, so it takes the
+    plan's paths); return whether it did."""
+    if lean_unsupported(model) is not None:
+        return False
+    model.bita_lean = LeanLlama(model)
+    return True
+
+
+def lean_of(model: nn.Module) -> LeanLlama | None:
+    return vars(model).get("bita_lean")

@@ -1,0 +1,94 @@
+"""The lean Llama-family forward: transformers' logits, lossless BiTA and AR on it, its static cache,
+and transformers' path kept for what it does not support."""
+
+import pytest
+import torch
+from conftest import random_prompts, tiny_model
+from transformers import DynamicCache
+
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.masks import additive_mask
+from bita.decode.step import bita_steps, forward_rows, new_cache
+from bita.decode.stopping import StopCondition
+from bita.drafts.tree import parse_tree_spec
+from bita.model.adapter import BitaAdapter
+from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
+from bita.model.kernels import apply_kernels
+from bita.model.lean_llama import LEAN_TYPES, attach_lean, lean_of, lean_unsupported
+from bita.model.static_kv import StaticKV
+
+MIXED = KernelPlan(tuple([STOCK, TRANSPOSED, PACKED] * 3)[:len(ROW_BUCKETS)],
+                   tuple([PACKED, STOCK, TRANSPOSED] * 3)[:len(ROW_BUCKETS)])
+
+
+def lean_model(arch: str, plan: KernelPlan | None = None):
+    model = tiny_model(arch)
+    if plan is not None:
+        apply_kernels(model, "auto", plan=plan)
+    assert attach_lean(model) and lean_of(model) is not None
+    return model
+
+
+def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Tensor:
+    new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
+    return torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+
+
+@pytest.mark.parametrize("plan", [None, MIXED], ids=["stock-paths", "mixed-paths"])
+@pytest.mark.parametrize("arch", LEAN_TYPES)
+def test_lean_hidden_states_are_transformers(arch, plan):
+    """A prompt, then passes of 1..20 rows under tree masks: the hidden states of transformers'
+    forward over a DynamicCache, within 1e-5 (fused QKV and gate/up may sum in another order; on the
+    real model with packed paths they came out bit-identical: benchmarks/lean_forward.py)."""
+    model = lean_model(arch, plan)
+    generator = torch.Generator().manual_seed(0)
+    static, dynamic = new_cache(model), DynamicCache(config=model.config)
+    assert isinstance(static, StaticKV)
+    cached = 0
+    for rows in (17, 1, 4, 20, 2):
+        embeds = model.get_input_embeddings()(torch.randint(3, 500, (rows,), generator=generator))
+        allowed = tree_allowed(rows, cached, generator)
+        positions = torch.arange(cached, cached + rows)
+        lean = forward_rows(model, static, embeds, positions, allowed)
+        with torch.inference_mode():
+            reference = model.base_model(inputs_embeds=embeds[None], position_ids=positions[None],
+                                         attention_mask=additive_mask(allowed, torch.float32, "cpu"),
+                                         past_key_values=dynamic, use_cache=True).last_hidden_state[0]
+        torch.testing.assert_close(lean, reference, atol=1e-5, rtol=1e-5)
+        cached += rows
+    assert static.get_seq_length() == dynamic.get_seq_length() == cached
+
+
+@pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "full:2,2,2/chain-groups"])
+@pytest.mark.parametrize("arch", LEAN_TYPES)
+def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, one_thread):
+    model = lean_model(arch, MIXED)
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
+    for prompt in random_prompts(3, seed=21):
+        reference = hf_generate(model, prompt, 20, [])
+        assert [t for r in ar_steps(model, prompt, StopCondition(20)) for t in r.emitted] == reference
+        steps = bita_steps(model, adapter, prompt, parse_tree_spec(spec), StopCondition(20), ngram_tokens=3)
+        assert [t for r in steps for t in r.emitted] == reference
+
+
+def test_the_static_cache_grows_and_crops_in_place():
+    cache = StaticKV(layers=2, kv_heads=1, head_dim=2, dtype=torch.float32, device=torch.device("cpu"), capacity=4)
+    first = torch.arange(6.0).view(1, 1, 3, 2)
+    cache.reserve(3)
+    cache.append(0, first, -first)
+    cache.advance(3)
+    cache.reserve(5)  # past the capacity: the buffers grow, keeping what they held
+    keys, values = cache.append(0, torch.ones(1, 1, 5, 2), torch.ones(1, 1, 5, 2))
+    assert cache.capacity >= 8 and torch.equal(keys[:, :, :3], first) and torch.equal(values[:, :, :3], -first)
+    cache.advance(5)
+    cache.crop(-5)
+    assert cache.get_seq_length() == 3
+    with pytest.raises(ValueError):
+        cache.crop(2)
+
+
+def test_other_architectures_keep_transformers_path():
+    gpt2 = tiny_model("gpt2")
+    assert "gpt2" in lean_unsupported(gpt2) and not attach_lean(gpt2)
+    assert isinstance(new_cache(gpt2), DynamicCache)
