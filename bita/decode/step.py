@@ -77,7 +77,8 @@ def forward_rows(model: nn.Module, cache: DynamicCache | StaticKV, embeds: torch
                  allowed: torch.Tensor) -> torch.Tensor:
     """Rows embeds [R, H] at ``positions`` [R] through the frozen model, appended to ``cache``;
     ``allowed`` [R, cached + R] bool. Returns last hidden states [R, H]: the lean forward's for a
-    StaticKV, transformers' for a DynamicCache (the two agree bit for bit: tests/model/test_lean_llama.py)."""
+    StaticKV, transformers' for a DynamicCache (within 1e-5 on tiny models, tests/model/test_lean_llama.py;
+    bit-identical logits on the default model, benchmarks/lean_forward.py)."""
     if isinstance(cache, StaticKV):
         return lean_of(model).forward(cache, embeds, positions, allowed)
     device, dtype = embeds.device, embeds.dtype

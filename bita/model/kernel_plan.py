@@ -55,9 +55,6 @@ class KernelPlan:
     layers: tuple[str, ...]
     head: tuple[str, ...]
 
-    def uses(self, path: str) -> bool:
-        return path in self.layers or path in self.head
-
     def describe(self) -> str:
         """e.g. 'layers: 1 stock, 2-64 transposed, 128 stock; head: packed'."""
         return f"layers: {_runs(self.layers)}; head: {_runs(self.head)}"
@@ -158,14 +155,14 @@ def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
 
 
 def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
-                paths: Sequence[str] = PATHS) -> tuple[KernelPlan, bool]:
-    """(the plan for these weights on this machine, whether it was measured now): read from the
-    JSON file ``path``, or measured over ``paths`` and added to it."""
+                paths: Sequence[str] = PATHS) -> KernelPlan:
+    """The plan for these weights on this machine: read from the JSON file ``path``, or measured
+    over ``paths`` and added to it (also when the file is unreadable)."""
     key = plan_key(layers, head)
     try:
         stored = json.loads(path.read_text()).get(key) if path.is_file() else None
         if stored:
-            return KernelPlan(tuple(stored["layers"]), tuple(stored["head"])), False
+            return KernelPlan(tuple(stored["layers"]), tuple(stored["head"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # unreadable or corrupted: measure again and rewrite
     plan = measure_plan(layers, head, paths)
@@ -178,4 +175,4 @@ def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(table, indent=1))
     temporary.replace(path)
-    return plan, True
+    return plan

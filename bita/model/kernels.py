@@ -111,7 +111,7 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     if plan is None:
         paths = PATHS if torch.backends.mkldnn.is_available() and pack(linears[0].weight) is not None else \
             (STOCK, TRANSPOSED)
-        plan = cached_plan(plan_file, layers, head, paths)[0] if plan_file else measure_plan(layers, head, paths)
+        plan = cached_plan(plan_file, layers, head, paths) if plan_file else measure_plan(layers, head, paths)
     for module in linears:
         module.bita_paths = plan.head if module is head else plan.layers
         module.bita_transposed_weight = module.weight.detach().t().contiguous() if TRANSPOSED in module.bita_paths \

@@ -7,8 +7,19 @@ import torch
 from torch import nn
 
 from bita.model import kernel_plan
-from bita.model.kernel_plan import (PACKED, PATHS, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan, bucket_of,
-                                    cached_plan, measure_plan, pack, run_path)
+from bita.model.kernel_plan import (
+    PACKED,
+    PATHS,
+    ROW_BUCKETS,
+    STOCK,
+    TRANSPOSED,
+    KernelPlan,
+    bucket_of,
+    cached_plan,
+    measure_plan,
+    pack,
+    run_path,
+)
 
 
 def test_a_pass_takes_the_first_bucket_that_holds_its_rows():
@@ -19,7 +30,6 @@ def test_a_pass_takes_the_first_bucket_that_holds_its_rows():
 def test_the_plan_says_what_runs_where():
     plan = KernelPlan((STOCK,) + (TRANSPOSED,) * 6 + (STOCK,), (PACKED,) * len(ROW_BUCKETS))
     assert plan.describe() == "layers: 1 stock, 2-64 transposed, 128 stock; head: packed"
-    assert plan.uses(PACKED) and plan.uses(TRANSPOSED)
 
 
 def test_another_path_replaces_stock_only_when_clearly_faster():
@@ -52,11 +62,13 @@ def test_measuring_gives_a_path_for_every_bucket():
 def test_a_plan_is_measured_once_then_read_and_a_corrupt_file_is_measured_again(tmp_path, monkeypatch):
     layers, head = small_stack()
     path = tmp_path / "plans.json"
-    first, measured = cached_plan(path, layers, head)
-    assert measured and list(json.loads(path.read_text()).values())[0] == {"layers": list(first.layers),
-                                                                          "head": list(first.head)}
-    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: pytest.fail("measured again"))
-    assert cached_plan(path, layers, head) == (first, False)
+    measured = []
+    measure = kernel_plan.measure_plan
+    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: measured.append(1) or measure(*args))
+    first = cached_plan(path, layers, head)
+    assert measured == [1] and list(json.loads(path.read_text()).values())[0] == {"layers": list(first.layers),
+                                                                                 "head": list(first.head)}
+    assert cached_plan(path, layers, head) == first and measured == [1]  # read, not measured again
     path.write_text("{not json")
-    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: first)
-    assert cached_plan(path, layers, head) == (first, True) and json.loads(path.read_text())
+    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: measured.append(1) or first)  # timings vary
+    assert cached_plan(path, layers, head) == first and measured == [1, 1] and json.loads(path.read_text())

@@ -14,7 +14,15 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, TRANSPOSED, KernelPlan
-from bita.model.kernels import MEASURED, SHARED_KV_ATTENTION, STOCK, STOCK_ATTENTION, apply_kernels, kernels_of, stock_kernels
+from bita.model.kernels import (
+    MEASURED,
+    SHARED_KV_ATTENTION,
+    STOCK,
+    STOCK_ATTENTION,
+    apply_kernels,
+    kernels_of,
+    stock_kernels,
+)
 
 CYCLE = [STOCK, TRANSPOSED, PACKED] * len(ROW_BUCKETS)
 PLANS = {  # rows 1 / 2 / 6 / 20 / 200 fall in buckets 0 / 1 / 3 / 5 / 7 (the last)
