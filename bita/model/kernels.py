@@ -92,7 +92,7 @@ def _packable(module: nn.Module) -> bool:
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
                   plan: KernelPlan | None = None) -> str:
     """Install the measured paths on ``model``'s linears; return what runs: STOCK, or MEASURED and
-    the plan (e.g. 'measured (layers: 1 stock, 2-128 transposed, 512 stock; head: packed)').
+    the plan (e.g. 'measured (layers: 1 stock, 2-64 transposed, 128 stock; head: packed)').
 
     ``auto`` applies to plain ``nn.Linear`` layers on CPU in float32 (or bfloat16) and swaps SDPA
     attention for the shared-key/value one; it is a no-op on CUDA, for other dtypes and for
