@@ -15,9 +15,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bita.bench.suites import load_prompts
 from tqdm import tqdm
 
+from bita.bench.suites import load_prompts
 from bita.decode.step import bita_steps
 from bita.drafts.trie import GROUPS_NONE
 from bita.generate import make_stop
