@@ -9,21 +9,25 @@ on the path of the machine's kernel plan); transformers' side is the same model'
 a ``DynamicCache`` cropped back after each pass, on the same kernel plan. Both go through
 ``bita.decode.step.forward_rows`` with R rows after a cached ``--context``-token prompt under a
 tree-like mask (causal, a third of the earlier new rows hidden), and both apply the LM head to
-every row. First the logits of the two are compared; then the median ms per pass of each, with
-the spread.
+every row. A third side runs the lean forward at fixed shapes, as a CUDA graph would replay it
+(bita/model/padded.py, eagerly here): rows padded to the row bucket, attention over the whole cache
+buffer. First the logits are compared with transformers'; then the median ms per pass of each,
+with the spread.
 """
 
 import argparse
 import statistics
 import time
+from functools import partial
 
 import torch
 from transformers import DynamicCache
 
-from bita.decode.step import forward_rows, new_cache
+from bita.decode.step import forward_rows
 from bita.model.device import describe_device, output_logits
+from bita.model.lean_llama import LeanLlama, lean_of
 from bita.model.loading import load_model
-from bita.model.static_kv import StaticKV
+from bita.model.padded import PaddedLean
 
 ROWS = (1, 2, 4, 8, 16)
 
@@ -42,41 +46,49 @@ def main() -> None:
     loaded = load_model(device="cpu")
     model, generator = loaded.model, torch.Generator().manual_seed(0)
     embed = model.get_input_embeddings()
-    static, dynamic = new_cache(model), DynamicCache(config=model.config)
-    assert isinstance(static, StaticKV), "the lean forward does not run this model"
+    lean = lean_of(model)
+    assert isinstance(lean, LeanLlama), "the lean forward does not run this model on this device"
+    padded = PaddedLean(lean, graphs=False)
+    sides = {"transformers + DynamicCache": (DynamicCache(config=model.config), partial(forward_rows, model)),
+             "lean + static KV": (lean.new_cache(), lean.forward),
+             "lean, padded to the row bucket": (padded.new_cache(), padded.forward)}
     prompt = embed(torch.randint(100, 49000, (args.context,), generator=generator))
     causal = torch.ones(args.context, args.context, dtype=torch.bool).tril()
-    for cache in (static, dynamic):
-        forward_rows(model, cache, prompt, torch.arange(args.context), causal)
+    for cache, forward in sides.values():
+        forward(cache, prompt, torch.arange(args.context), causal)
 
-    def one_pass(cache, rows, allowed):
+    def one_pass(side, rows, allowed):
+        cache, forward = sides[side]
         with torch.inference_mode():
-            logits = output_logits(model, forward_rows(model, cache, rows, torch.arange(args.context,
-                                                       args.context + len(rows)), allowed))
+            logits = output_logits(model, forward(cache, rows, torch.arange(args.context, args.context + len(rows)),
+                                                  allowed))
         cache.crop(-len(rows))
         return logits
 
     print(f"{loaded.name}, {describe_device(loaded.device)}, kernels {loaded.kernels}; {args.context}-token context, "
           f"{args.rounds} interleaved rounds after one warm-up, median ms (25th-75th percentile)\n")
-    print("| rows | transformers + DynamicCache | lean + static KV | lean / transformers | max logit difference |")
-    print("|---:|---:|---:|---:|---:|")
+    names = list(sides)
+    print(f"| rows | {' | '.join(names)} | lean / transformers | padded / lean | max logit difference |")
+    print("|---:|" + "---:|" * (len(names) + 3))
     for count in ROWS:
         rows = embed(torch.randint(100, 49000, (count,), generator=generator))
         allowed = tree_mask(count, args.context, generator)
-        difference = (one_pass(dynamic, rows, allowed) - one_pass(static, rows, allowed)).abs().max().item()
-        times = {"hf": [], "lean": []}
+        reference = one_pass(names[0], rows, allowed)
+        difference = max((one_pass(name, rows, allowed) - reference).abs().max().item() for name in names[1:])
+        times = {name: [] for name in names}
         for round_index in range(args.rounds + 1):
-            for name, cache in (("hf", dynamic), ("lean", static)):
+            for name in names:
                 started = time.perf_counter()
-                one_pass(cache, rows, allowed)
+                one_pass(name, rows, allowed)
                 if round_index:
                     times[name].append(1000 * (time.perf_counter() - started))
         cells = []
-        for name in ("hf", "lean"):
+        for name in names:
             quartiles = statistics.quantiles(times[name], n=4)
             cells.append(f"{statistics.median(times[name]):.1f} ({quartiles[0]:.1f}-{quartiles[2]:.1f})")
-        ratio = statistics.median(times["lean"]) / statistics.median(times["hf"])
-        print(f"| {count} | {cells[0]} | {cells[1]} | {ratio:.2f} | {difference:.1e} |")
+        median = {name: statistics.median(times[name]) for name in names}
+        print(f"| {count} | {' | '.join(cells)} | {median[names[1]] / median[names[0]]:.2f} | "
+              f"{median[names[2]] / median[names[1]]:.2f} | {difference:.1e} |")
 
 
 if __name__ == "__main__":

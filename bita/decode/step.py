@@ -125,8 +125,11 @@ def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, veri
     return logits[:verified], lambda group: logits[verified:].view(*groups.shape, -1)[group]
 
 
-def keep_cache_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
+def keep_cache_rows(cache: DynamicCache | StaticKV, start: int, rows: list[int]) -> None:
     """Keep only new rows ``rows`` (ascending) of the pass that began at cache slot ``start``."""
+    if isinstance(cache, StaticKV):
+        cache.keep(start, rows)
+        return
     kept = len(rows)
     if rows != list(range(kept)):
         source = torch.tensor(rows, device=cache.layers[0].keys.device) + start

@@ -8,19 +8,26 @@ written out in transformers' order of operations, keys and values written in pla
 linear on the path the machine's kernel plan chose for the pass's rows (kernel_plan.py).
 
 ``attach_lean`` puts it on a model that supports it (``lean_unsupported`` says why not); the
-decode loop then runs its passes here (bita/decode/step.py, autoregressive.py). Every other
-architecture, quantised layers and GPUs keep transformers' path. HF ``generate`` always runs
-transformers' code.
+decode loop then runs its passes here (bita/decode/step.py, autoregressive.py); on a CUDA device
+at padded row buckets replayed as CUDA graphs (padded.py). Every other architecture and quantised
+layers keep transformers' path. HF ``generate`` always runs transformers' code.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, run_path
+from .padded import PaddedLean, agrees_with_transformers
 from .static_kv import StaticKV
+
+# On a GPU, the largest difference from transformers' hidden states (over their largest value) that
+# attach_lean accepts before it replays CUDA graphs: in fp32, and in bf16/fp16
+FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
 
 LEAN_TYPES = ("llama", "mistral", "qwen2")
 
@@ -38,8 +45,8 @@ def lean_unsupported(model: nn.Module) -> str | None:
     if config.hidden_act != "silu" or getattr(config, "final_logit_softcapping", None):
         return "an activation other than SiLU, or soft-capped logits"
     linears = [m for m in model.model.layers.modules() if isinstance(m, nn.Linear)]
-    if any(type(m) is not nn.Linear or m.weight.device.type != "cpu" for m in linears):
-        return "quantised layers or weights off the CPU"
+    if any(type(m) is not nn.Linear or m.weight.device.type not in ("cpu", "cuda") for m in linears):
+        return "quantised layers, or weights on a device other than a CPU or CUDA GPU"
     return None
 
 
@@ -104,31 +111,48 @@ class LeanLlama:
         [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H]."""
         rows = embeds.shape[0]
         cache.reserve(rows)
-        bucket, (cos, sin) = bucket_of(rows), self.rotary(positions.to(self.device))
+        hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append)
+        cache.advance(rows)
+        return hidden
+
+    def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, bucket: int,
+                   write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+                   ) -> torch.Tensor:
+        """The decoder stack over rows x [R, H] at ``positions`` [R]; ``write(layer, keys, values)``
+        stores a layer's new keys/values [1, kv_heads, R, head_dim] and returns the keys/values
+        [1, kv_heads, K, head_dim] to attend under ``allowed`` [R, K] bool. Returns [R, H]."""
+        rows = x.shape[0]
+        cos, sin = self.rotary(positions.to(self.device))
         mask = allowed.to(self.device)[None, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        x = embeds
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
             q, k, v = qkv(self.rms(x, norm_in), bucket).split([q_size, kv_size, kv_size], -1)
             q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin).transpose(0, 1)[None]
             k = self.rotate(k.view(rows, self.kv_heads, self.head_dim), cos, sin).transpose(0, 1)[None]
-            keys, values = cache.append(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
+            keys, values = write(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
             attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
             x = x + out(attended[0].transpose(0, 1).reshape(rows, q_size), bucket)
             gate, up = gate_up(self.rms(x, norm_post), bucket).chunk(2, -1)
             x = x + down(F.silu(gate) * up, bucket)
-        cache.advance(rows)
         return self.rms(x, self.norm)
 
 
-def attach_lean(model: nn.Module) -> bool:
-    """Put a LeanLlama on ``model`` where it can run it (after ``apply_kernels``, so it takes the
-    plan's paths); return whether it did."""
+def attach_lean(model: nn.Module) -> str | None:
+    """Put the lean forward on ``model`` where it can run it (after ``apply_kernels``, so it takes the
+    plan's paths) and say what runs: on a CPU a LeanLlama; on a CUDA device the same at padded row
+    buckets replayed as CUDA graphs (padded.py), once one pass agreed with transformers'. None: not attached."""
     if lean_unsupported(model) is not None:
-        return False
-    model.bita_lean = LeanLlama(model)
-    return True
+        return None
+    lean = LeanLlama(model)
+    if lean.device.type == "cpu":
+        model.bita_lean = lean
+        return "lean forward, static KV cache"
+    graphed = PaddedLean(lean, graphs=True)
+    if not agrees_with_transformers(model, graphed, FP32_TOLERANCE if lean.dtype == torch.float32 else HALF_TOLERANCE):
+        return None
+    model.bita_lean = graphed
+    return "lean forward, static KV cache, CUDA graphs per row bucket"
 
 
-def lean_of(model: nn.Module) -> LeanLlama | None:
+def lean_of(model: nn.Module) -> LeanLlama | PaddedLean | None:
     return vars(model).get("bita_lean")

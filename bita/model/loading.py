@@ -117,9 +117,9 @@ def quantization_config(bits: int | None, device: torch.device):
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
                quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
     """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path.
-    ``kernels``: "auto" (each linear on the path measured fastest here, and for the Llama family on
-    CPU the lean forward over a static KV cache: kernels.py, lean_llama.py) or "stock" (transformers'
-    own code and kernels)."""
+    ``kernels``: "auto" (each linear on the path measured fastest here, and for the Llama family
+    on CPU and CUDA the lean forward over a static KV cache: kernels.py, lean_llama.py, padded.py)
+    or "stock" (transformers' own code and kernels)."""
     target = pick_device(device)
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
@@ -139,8 +139,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         model.to(target)
     model.eval().requires_grad_(False)
     runs = apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE)
-    if kernels == "auto" and attach_lean(model):
-        runs += "; lean forward, static KV cache"
+    lean = attach_lean(model) if kernels == "auto" else None
+    if lean:
+        runs += f"; {lean}"
     return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs)
 
 

@@ -1,41 +1,36 @@
 """A preallocated KV cache written in place: what the lean forward (lean_llama.py) attends over.
 
-Per layer, keys and values live in one buffer [1, kv_heads, capacity, head_dim]; the first
-``length`` slots are valid. A pass writes its rows at slots ``length ..`` and advances
-``length``; ``crop`` moves it back; nothing is concatenated. It answers the part of
-transformers' ``DynamicCache`` that the decoder uses (``get_seq_length``, ``crop`` with a
-negative count, ``layers[i].keys`` / ``.values`` for the in-place gather of the accepted rows),
-so the decode loop keeps one code path for both caches.
+All layers' keys and values live in one buffer ``kv`` [layers, 2, kv_heads, capacity, head_dim];
+the first ``length`` slots are valid. A pass writes its rows at slots ``length ..`` and advances
+``length``; ``crop`` moves it back; ``keep`` compacts the accepted rows of a pass with one gather
+over every layer at once; nothing is concatenated. It answers the part of transformers'
+``DynamicCache`` the decoder uses (``get_seq_length``, ``crop`` with a negative count), so the
+decode loop keeps one code path for both caches.
+
+Two ways to write a pass: ``append`` at Python-int slots, returning the valid keys only (the eager
+CPU path: attention reads ``length + R`` slots); ``write_at`` at a slot tensor, returning the whole
+buffers (fixed shapes whatever ``length`` is: what a CUDA graph replays, padded.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-GROWTH = 256  # slots added beyond what a pass needs when the buffers must grow
-
-
-@dataclass
-class KVLayer:
-    keys: torch.Tensor  # [1, kv_heads, capacity, head_dim]
-    values: torch.Tensor
+GROWTH = 256  # slots added beyond what a pass needs when the buffer must grow
 
 
 class StaticKV:
-    """``layers`` buffers of ``kv_heads`` x ``head_dim``, grown (copied, rarely) when a pass needs more room."""
+    """``layers`` x (keys, values) of ``kv_heads`` x ``head_dim``, grown (copied, rarely) when a pass needs room."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
                  capacity: int = GROWTH):
-        shape = (1, kv_heads, capacity, head_dim)
-        self.layers = [KVLayer(torch.zeros(shape, dtype=dtype, device=device),
-                               torch.zeros(shape, dtype=dtype, device=device)) for _ in range(layers)]
+        self.kv = torch.zeros(layers, 2, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self.length = 0
+        self.recorded: dict = {}  # per padded pass shape, padded.py's buffers on this ``kv``; emptied when it grows
 
     @property
     def capacity(self) -> int:
-        return self.layers[0].keys.shape[2]
+        return self.kv.shape[3]
 
     def get_seq_length(self) -> int:
         return self.length
@@ -46,27 +41,40 @@ class StaticKV:
             raise ValueError(f"crop takes a count <= 0 of slots to remove, not {tokens_to_remove}")
         self.length += tokens_to_remove
 
-    def reserve(self, rows: int) -> None:
-        """Room for ``rows`` more slots after ``length``."""
+    def reserve(self, rows: int) -> bool:
+        """Room for ``rows`` more slots after ``length``; whether the buffer had to grow (a new tensor)."""
         if self.length + rows <= self.capacity:
-            return
-        capacity = self.length + rows + GROWTH
-        for layer in self.layers:
-            for name in ("keys", "values"):
-                old = getattr(layer, name)
-                new = old.new_zeros((*old.shape[:2], capacity, old.shape[3]))
-                new[:, :, :self.length] = old[:, :, :self.length]
-                setattr(layer, name, new)
+            return False
+        grown = self.kv.new_zeros((*self.kv.shape[:3], self.length + rows + GROWTH, self.kv.shape[4]))
+        grown[:, :, :, :self.length] = self.kv[:, :, :, :self.length]
+        self.kv, self.recorded = grown, {}
+        return True
 
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write keys, values [1, kv_heads, R, head_dim] of ``layer`` at slots length..length+R (``reserve``
         first); return that layer's valid keys and values [1, kv_heads, length + R, head_dim]. The pass
         advances ``length`` by R once every layer has written (``advance``)."""
         end = self.length + keys.shape[2]
-        target = self.layers[layer]
-        target.keys[:, :, self.length:end] = keys
-        target.values[:, :, self.length:end] = values
-        return target.keys[:, :, :end], target.values[:, :, :end]
+        self.kv[layer, 0, :, self.length:end] = keys[0]
+        self.kv[layer, 1, :, self.length:end] = values[0]
+        return self.kv[layer, 0, :, :end][None], self.kv[layer, 1, :, :end][None]
+
+    def write_at(self, layer: int, slots: torch.Tensor, keys: torch.Tensor,
+                 values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write keys, values [1, kv_heads, R, head_dim] of ``layer`` at slot indices ``slots`` [R] (a
+        tensor on the cache's device); return the layer's whole buffers [1, kv_heads, capacity, head_dim]."""
+        self.kv[layer, 0].index_copy_(1, slots, keys[0])
+        self.kv[layer, 1].index_copy_(1, slots, values[0])
+        return self.kv[layer, 0][None], self.kv[layer, 1][None]
 
     def advance(self, rows: int) -> None:
         self.length += rows
+
+    def keep(self, start: int, rows: list[int]) -> None:
+        """Keep only rows ``rows`` (ascending) of the pass whose first row is at slot ``start``: one
+        gather over every layer's keys and values, then ``length`` = start + len(rows)."""
+        kept = len(rows)
+        if rows != list(range(kept)):
+            source = torch.tensor(rows, device=self.kv.device) + start
+            self.kv[:, :, :, start:start + kept] = self.kv[:, :, :, source]
+        self.length = start + kept

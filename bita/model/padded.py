@@ -1,0 +1,135 @@
+"""Passes of fixed shapes for CUDA graphs: rows padded to a row bucket, inputs in preallocated buffers.
+
+A CUDA graph replays the kernels it recorded on the tensors it recorded, so a pass it can replay
+must have the same shapes and addresses every time. Here a pass of R rows runs as one of
+B = ``ROW_BUCKETS``' next size up: its embeddings, positions, mask and cache slots are copied into
+buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
+cache is written at a slot tensor (``StaticKV.write_at``) and attention reads the cache's whole
+buffer [capacity] under the mask, so nothing depends on the cache's length. On a CUDA device each
+shape is recorded on first use and replayed after; elsewhere the same buffers run eagerly, which is
+how this path is tested on a CPU (tests/model/test_padded.py). Passes over the largest bucket
+(a long prompt's prefill) run unpadded and eagerly.
+
+``attach_lean`` (lean_llama.py) puts this on a model on a CUDA device after ``agrees_with_transformers``
+compared one pass with transformers' forward; on a CPU the unpadded lean forward is faster (it
+attends only the valid slots) and runs instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from .kernel_plan import ROW_BUCKETS, bucket_of
+from .static_kv import StaticKV
+
+
+@dataclass
+class PassBuffers:
+    """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K."""
+
+    embeds: torch.Tensor  # [B, H]
+    positions: torch.Tensor  # [B] long
+    allowed: torch.Tensor  # [B, K] bool
+    slots: torch.Tensor  # [B] long, the cache slots the rows write
+    hidden: torch.Tensor | None = None  # [B, H], the output (the graph's, once recorded)
+    graph: torch.cuda.CUDAGraph | None = None
+
+
+class PaddedLean:
+    """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record CUDA graphs."""
+
+    def __init__(self, lean, graphs: bool):
+        self.lean, self.graphs = lean, graphs
+
+    def new_cache(self) -> StaticKV:
+        return self.lean.new_cache()
+
+    @torch.inference_mode()
+    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
+                allowed: torch.Tensor) -> torch.Tensor:
+        """As LeanLlama.forward: rows embeds [R, H] at ``positions`` [R] appended to ``cache``; ``allowed``
+        [R, length + R] bool. Returns final-norm hidden states [R, H]."""
+        rows, bucket_index = embeds.shape[0], bucket_of(embeds.shape[0])
+        bucket = ROW_BUCKETS[bucket_index]
+        if rows > bucket:
+            return self.lean.forward(cache, embeds, positions, allowed)
+        cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
+        buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
+        self._fill(buffers, cache.length, embeds, positions, allowed)
+        if buffers.graph is not None:
+            buffers.graph.replay()
+        elif self.graphs:
+            self._record(buffers, cache, bucket_index)
+            buffers.graph.replay()
+        else:
+            buffers.hidden = self._run(buffers, cache, bucket_index)
+        cache.advance(rows)
+        return buffers.hidden[:rows].clone()
+
+    def _buffers(self, cache: StaticKV, bucket: int) -> PassBuffers:
+        device, hidden_size = cache.kv.device, self.lean.norm.shape[0]
+        return PassBuffers(torch.zeros(bucket, hidden_size, dtype=cache.kv.dtype, device=device),
+                           torch.zeros(bucket, dtype=torch.long, device=device),
+                           torch.zeros(bucket, cache.capacity, dtype=torch.bool, device=device),
+                           torch.zeros(bucket, dtype=torch.long, device=device))
+
+    @staticmethod
+    def _fill(buffers: PassBuffers, length: int, embeds: torch.Tensor, positions: torch.Tensor,
+              allowed: torch.Tensor) -> None:
+        """Copy a pass of R rows into the bucket's buffers; padding rows get zeros, position 0 and
+        their own slot only (a row that sees nothing would make NaNs, and NaN times a zero weight is NaN)."""
+        rows, bucket = embeds.shape[0], buffers.embeds.shape[0]
+        buffers.embeds[:rows] = embeds
+        buffers.embeds[rows:] = 0
+        buffers.positions[:rows] = positions
+        buffers.positions[rows:] = 0
+        buffers.slots.copy_(torch.arange(length, length + bucket))
+        buffers.allowed.zero_()
+        buffers.allowed[:rows, :allowed.shape[1]] = allowed
+        padding = torch.arange(rows, bucket)
+        buffers.allowed[padding, length + padding] = True
+
+    def _run(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> torch.Tensor:
+        """The padded pass on the buffers: [B, H]."""
+        def write(layer, keys, values):
+            return cache.write_at(layer, buffers.slots, keys, values)
+        return self.lean.run_layers(buffers.embeds, buffers.positions, buffers.allowed, bucket_index, write)
+
+    def _record(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> None:
+        """Record the padded pass as a CUDA graph (after two warm-up runs on a side stream, as
+        torch.cuda.graphs' documentation prescribes); ``buffers.hidden`` becomes its output."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._run(buffers, cache, bucket_index)
+        torch.cuda.current_stream().wait_stream(stream)
+        buffers.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(buffers.graph):
+            buffers.hidden = self._run(buffers, cache, bucket_index)
+
+
+@torch.inference_mode()
+def agrees_with_transformers(model: nn.Module, forward: PaddedLean, tolerance: float) -> bool:
+    """Whether ``forward`` gives transformers' hidden states for ``model`` (within ``tolerance``,
+    largest absolute difference over the largest value) on a 12-token causal prefill and a 5-row pass."""
+    embed, device = model.get_input_embeddings(), model.get_input_embeddings().weight.device
+    cache, reference = forward.new_cache(), DynamicCache(config=model.config)
+    generator = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for start, rows in ((0, 12), (12, 5)):
+        ids = torch.randint(0, embed.num_embeddings, (rows,), generator=generator).to(device)
+        allowed = torch.ones(rows, start + rows, dtype=torch.bool, device=device).tril(start)
+        positions = torch.arange(start, start + rows, device=device)
+        ours = forward.forward(cache, embed(ids), positions, allowed)
+        bias = torch.zeros(allowed.shape, dtype=ours.dtype, device=device)
+        bias.masked_fill_(~allowed, torch.finfo(ours.dtype).min)
+        theirs = model.base_model(inputs_embeds=embed(ids)[None], position_ids=positions[None],
+                                  attention_mask=bias[None, None], past_key_values=reference,
+                                  use_cache=True).last_hidden_state[0]
+        worst = max(worst, float((ours - theirs).abs().max() / theirs.abs().max()))
+    return worst <= tolerance

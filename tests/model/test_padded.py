@@ -1,0 +1,86 @@
+"""Fixed-shape passes (bita/model/padded.py) on a CPU, where they run eagerly: the path a CUDA graph
+replays (padding to row buckets, preallocated buffers, slot-tensor cache writes, attention over the
+whole buffer) gives the lean forward's hidden states and lossless decoding. Recording and replaying
+the graphs themselves needs a CUDA device and is not tested here."""
+
+import pytest
+import torch
+from conftest import random_prompts, tiny_model
+
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.step import bita_steps, forward_rows, new_cache
+from bita.decode.stopping import StopCondition
+from bita.drafts.tree import parse_tree_spec
+from bita.model.adapter import BitaAdapter
+from bita.model.lean_llama import LEAN_TYPES, LeanLlama
+from bita.model.padded import PaddedLean, agrees_with_transformers
+from bita.model.static_kv import StaticKV
+
+
+def padded_model(arch: str):
+    model = tiny_model(arch)
+    model.bita_lean = PaddedLean(LeanLlama(model), graphs=False)
+    return model
+
+
+@pytest.mark.parametrize("arch", LEAN_TYPES)
+def test_padded_passes_give_the_lean_forwards_hidden_states(arch):
+    """Passes of 1..20 rows (padded to 1..32), some past the 256-slot buffer so that it grows."""
+    model = tiny_model(arch)
+    lean, padded = LeanLlama(model), PaddedLean(LeanLlama(model), graphs=False)
+    caches = lean.new_cache(), padded.new_cache()
+    generator = torch.Generator().manual_seed(3)
+    cached = 0
+    for rows in (120, 1, 3, 20, 7, 128, 2):
+        embeds = model.get_input_embeddings()(torch.randint(3, 500, (rows,), generator=generator))
+        new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
+        allowed = torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+        positions = torch.arange(cached, cached + rows)
+        expected = lean.forward(caches[0], embeds, positions, allowed)
+        torch.testing.assert_close(padded.forward(caches[1], embeds, positions, allowed), expected)
+        cached += rows
+    assert caches[1].length == cached and caches[1].capacity > 256
+    assert set(caches[1].recorded) <= {1, 2, 4, 8, 16, 32, 64, 128}
+
+
+@pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1"])
+@pytest.mark.parametrize("arch", LEAN_TYPES)
+def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one_thread):
+    model = padded_model(arch)
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
+    for prompt in random_prompts(2, seed=5):
+        reference = hf_generate(model, prompt, 20, [])
+        assert [t for r in ar_steps(model, prompt, StopCondition(20)) for t in r.emitted] == reference
+        steps = bita_steps(model, adapter, prompt, parse_tree_spec(spec), StopCondition(20), ngram_tokens=3)
+        assert [t for r in steps for t in r.emitted] == reference
+
+
+def test_the_load_time_check_accepts_the_padded_forward_and_catches_a_wrong_one():
+    model = tiny_model("llama")
+    padded = PaddedLean(LeanLlama(model), graphs=False)
+    assert agrees_with_transformers(model, padded, 1e-4)
+    padded.lean.layers[0][1].weight[0] += 1.0  # the lean forward's fused QKV copy, not the model's weight
+    assert not agrees_with_transformers(model, padded, 1e-4)
+
+
+def test_keep_compacts_every_layer_with_one_gather():
+    cache = StaticKV(layers=3, kv_heads=2, head_dim=4, dtype=torch.float32, device=torch.device("cpu"))
+    cache.reserve(10)
+    for layer in range(3):
+        rows = torch.arange(80.0).view(1, 2, 10, 4) + 100 * layer
+        cache.append(layer, rows, -rows)
+    cache.advance(10)
+    before = cache.kv.clone()
+    cache.keep(4, [0, 2, 5])
+    assert cache.get_seq_length() == 7
+    assert torch.equal(cache.kv[:, :, :, :4], before[:, :, :, :4])
+    assert torch.equal(cache.kv[:, :, :, 4:7], before[:, :, :, [4, 6, 9]])
+
+
+def test_forward_rows_runs_the_padded_forward_on_its_cache():
+    model = padded_model("qwen2")
+    cache = new_cache(model)
+    embeds = model.get_input_embeddings()(torch.tensor([5, 6, 7]))
+    hidden = forward_rows(model, cache, embeds, torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril())
+    assert hidden.shape == (3, model.config.hidden_size) and cache.recorded and cache.length == 3
