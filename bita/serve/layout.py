@@ -15,14 +15,13 @@ from viz.tokens import legend_html
 
 from ..decode.sampling import MAX_TEMPERATURE
 from ..drafts.sources import DRAFT_OPTIONS
-from ..generate import MAX_NEW_TOKENS_LIMIT
 from .engine import Engine
 from .reports import introduction
 from .session import Conversation
 
 TREES = ["auto", "efficient:3/chain-groups", "chain:1", "chain:3", "efficient:3,2,2/chain-groups", "efficient:3,2,2",
          "efficient:5,4,3", "full:3,3,3"]
-MAX_NEW_TOKENS = min(1024, MAX_NEW_TOKENS_LIMIT)
+DEFAULT_NEW_TOKENS = 128
 PLAY_INTERVAL_S = 1.0  # the inspector's play: one pass a second
 RACE_PROMPT = "Write a Python function that checks whether a word is a palindrome."
 
@@ -93,13 +92,14 @@ class Page:
     race: RaceTab
 
 
-def layout(engine: Engine, tree: str, drafts: str) -> Page:
-    """The page, inside an open ``gr.Blocks``; ``tree`` and ``drafts``: the settings it opens with."""
+def layout(engine: Engine, tree: str, drafts: str, max_new_tokens: int) -> Page:
+    """The page, inside an open ``gr.Blocks``; ``tree`` and ``drafts``: the settings it opens with;
+    ``max_new_tokens``: the most new tokens a request may ask for."""
     conversation = gr.State(Conversation())
     inspected = gr.State(-1)
     playing = gr.State(False)
     gr.Markdown(introduction(engine.loaded.name, engine.device))
-    settings = settings_accordion(engine, tree, drafts)
+    settings = settings_accordion(engine, tree, drafts, max_new_tokens)
     with gr.Tab("Chat"):
         chat = chat_tab()
         inspector = inspector_panel()
@@ -108,9 +108,9 @@ def layout(engine: Engine, tree: str, drafts: str) -> Page:
     return Page(conversation, inspected, playing, settings, chat, inspector, race)
 
 
-def settings_accordion(engine: Engine, tree: str, drafts: str) -> list:
+def settings_accordion(engine: Engine, tree: str, drafts: str, max_new_tokens: int) -> list:
     """The Settings accordion's controls in the API's order: the optional ones last, so API calls
-    may leave them out."""
+    may leave them out. The length slider's maximum is ``max_new_tokens``: the API refuses more."""
     with gr.Accordion("Settings", open=False):
         adapter_box = gr.Dropdown(engine.adapter_names, value=engine.default_adapter, label="adapter")
         tree_box = gr.Dropdown(TREES, value=tree, allow_custom_value=True, label="draft tree",
@@ -119,7 +119,8 @@ def settings_accordion(engine: Engine, tree: str, drafts: str) -> list:
         drafts_box = gr.Dropdown(list(DRAFT_OPTIONS), value=drafts, label="drafts",
                                  info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
                                       "diamonds in the draft tree, underlined tokens), or both merged in one tree")
-        length_box = gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="max new tokens")
+        length_box = gr.Slider(1, max_new_tokens, value=min(DEFAULT_NEW_TOKENS, max_new_tokens), step=1,
+                               label="max new tokens")
         with gr.Row():
             temperature_box = gr.Slider(0, min(2.0, MAX_TEMPERATURE), value=0, step=0.05, label="temperature",
                                         info="0: greedy; above 0: sampled, exactly from AR's distribution",

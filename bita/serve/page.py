@@ -1,14 +1,14 @@
 """The app's page: its layout (layout.py) with every event wired to its handler.
 
-Model work (the chat and the race) goes through one queue whose concurrency is bounded; the
-inspector's events only draw. The page's script and style are ``assets/app.js`` (a click on a
-chat token writes "turn:pass:time" into the hidden #picked box, which opens that pass in the
-inspector) and ``assets/app.css``, passed to ``launch``.
+Model work (the chat and the race) goes through one queue whose concurrency and length are bounded
+(a queued visitor sees their place in it, and one who leaves gives it up); the inspector's events
+only draw. The page's script and style are ``assets/app.js`` (a click on a chat token writes
+"turn:pass:time" into the hidden #picked box, which opens that pass in the inspector) and
+``assets/app.css``, passed to ``launch``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -19,6 +19,7 @@ from .handlers import ModelHandlers
 from .inspector import Inspector, toggled
 from .layout import Page, layout
 from .session import Conversation
+from .space_runtime import LOCAL, Limits
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PAGE_JS = (ASSETS / "app.js").read_text()
@@ -27,21 +28,20 @@ COPY_JS = "(text) => { navigator.clipboard?.writeText(text); }"
 PRIVATE = dict(api_visibility="private")
 
 
-def build_app(engine: Engine, concurrency: int = 1, tree: str = "auto", drafts: str = DEFAULT_DRAFTS,
-              gpu: Callable[[Callable], Callable] = lambda function: function) -> gr.Blocks:
-    """The page over ``engine``, queued; ``tree`` and ``drafts``: the settings a page opens with;
-    ``gpu``: wraps the handlers that run the model (ZeroGPU's ``spaces.GPU`` on a Space)."""
+def build_app(engine: Engine, limits: Limits = LOCAL, concurrency: int = 1, tree: str = "auto",
+              drafts: str = DEFAULT_DRAFTS) -> gr.Blocks:
+    """The page over ``engine``, queued within ``limits``; ``tree`` and ``drafts``: the settings a page
+    opens with. A request over the queue's size is turned away with Gradio's "queue is full"."""
     inspector = Inspector(engine)
     with gr.Blocks(title="BiTA: lossless acceleration, seen pass by pass") as app:
-        page = layout(engine, tree, drafts)
-        wire_model_work(page, ModelHandlers(engine, inspector), concurrency, gpu)
+        page = layout(engine, tree, drafts, limits.max_new_tokens)
+        wire_model_work(page, ModelHandlers(engine, inspector), concurrency)
         wire_inspector(page, inspector)
-    app.queue(max_size=32)
+    app.queue(max_size=limits.queue_size)
     return app
 
 
-def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int,
-                    gpu: Callable[[Callable], Callable]) -> None:
+def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> None:
     """The chat (Enter or Send; API ``/chat``) and the race (Race or Enter; API ``/race``), which
     Stop cancels; Clear and Copy answer."""
     chat, race, inspector = page.chat, page.race, page.inspector
@@ -49,12 +49,11 @@ def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int,
     chat_inputs = [chat.message, page.conversation, *page.settings]
     chat_outputs = [chat.chatbot, chat.answer, chat.status, page.conversation, chat.message, page.inspected,
                     *inspector.views, inspector.passes_plot]
-    chat_handler, race_handler = gpu(handlers.chat), gpu(handlers.side_by_side)
-    sent = [chat.message.submit(chat_handler, chat_inputs, chat_outputs, api_name="chat", **model_work),
-            chat.send.click(chat_handler, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
+    sent = [chat.message.submit(handlers.chat, chat_inputs, chat_outputs, api_name="chat", **model_work),
+            chat.send.click(handlers.chat, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
     race_inputs = [race.prompt, *page.settings]
-    raced = [race.go.click(race_handler, race_inputs, race.outputs, api_name="race", **model_work),
-             race.prompt.submit(race_handler, race_inputs, race.outputs, **PRIVATE, **model_work)]
+    raced = [race.go.click(handlers.side_by_side, race_inputs, race.outputs, api_name="race", **model_work),
+             race.prompt.submit(handlers.side_by_side, race_inputs, race.outputs, **PRIVATE, **model_work)]
     chat.stop.click(None, None, None, cancels=[*sent, *raced])
     chat.clear.click(lambda: (Conversation(), [], "", ""), None,
                      [page.conversation, chat.chatbot, chat.answer, chat.status], **PRIVATE)
