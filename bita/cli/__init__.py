@@ -1,7 +1,7 @@
 """Command line: ``python -m bita generate ...``. Errors print one line and exit non-zero.
 
-One module per group of commands (generate; make-data, train, calibrate; bench, pass-cost), each
-registering its sub-commands; the options they share are in arguments.py.
+One module per group of commands (generate; make-data, train, calibrate; bench, pass-cost; space
+build and push), each registering its sub-commands; the options they share are in arguments.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..errors import BitaError
-from . import generate, measure, training
+from . import generate, measure, space, training
 from .arguments import add_model_arguments, load_from
 
 __all__ = ["add_model_arguments", "build_parser", "load_from", "main"]
@@ -20,7 +20,7 @@ __all__ = ["add_model_arguments", "build_parser", "load_from", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bita", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (generate, training, measure):
+    for group in (generate, training, measure, space):
         group.add_commands(commands)
     return parser
 
