@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +15,8 @@ import pytest
 
 from bita.bench.baselines import run_hf
 from bita.model.loading import encode_chat
+from bita.serve.app_process import running_app
+from bita.serve.load import load_test
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -25,32 +25,11 @@ ADAPTER = "SmolLM2-135M-Instruct-bita"
 PROMPT = "Give three tips for staying focused while studying."
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url():
     """``python app.py`` on a free localhost port; stopped after the module's tests."""
-    port = free_port()
-    log = (ARTIFACTS / "app-server.log")
-    ARTIFACTS.mkdir(exist_ok=True)
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    with log.open("w") as out:
-        server = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT,
-                                  env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 600
-    while "Running on" not in log.read_text():
-        if server.poll() is not None or time.time() > deadline:
-            server.kill()
-            pytest.fail(f"the app did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(1)
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
+    with running_app(ROOT, ARTIFACTS / "app-server.log", env={"HF_HUB_OFFLINE": "1"}) as app:
+        yield app.url
 
 
 def bubble_text(bubble: str) -> str:
@@ -115,6 +94,53 @@ def test_stopping_an_answer_keeps_what_was_said(app_url):
     texts = [m["content"][0]["text"] for m in chat]
     assert texts[0] == question and bubble_text(texts[1]).startswith(partial) and partial.strip()
     assert texts[2] == "Thanks."
+
+
+def test_visitors_at_once_each_get_the_answer_they_get_alone(app_url, default_model):
+    """Four API clients ask at once (greedy): none is lost, and each answer is the one its prompt
+    gets asked alone, which is HF generate's. benchmarks/space_load.py runs eight."""
+    prompts = ["Name a fruit.", "Name a river.", "Name a planet.", "Name a colour."]
+    report = load_test(app_url, prompts, (ADAPTER, "auto", 16))
+    assert not report.lost and report.identical == len(prompts)
+    assert [answer.text for answer in report.together] == [reference_text(default_model, p, 16) for p in prompts]
+    assert 0 < report.percentile(50) <= report.percentile(95) <= max(a.total_s for a in report.together)
+
+
+HOLDER = """
+import sys, time
+from gradio_client import Client
+job = Client(sys.argv[1], verbose=False).submit(sys.argv[2], sys.argv[3], "auto", 1000, api_name="/chat")
+while len(job.outputs()) < 2:
+    time.sleep(0.05)
+print("streaming", flush=True)
+time.sleep(600)
+"""
+LONG_PROMPT = "Write a long story about a dragon who learns to bake bread."  # 1000 tokens: ~50 s here
+
+
+def test_a_visitor_who_leaves_frees_the_model_and_a_waiting_one_sees_its_place(app_url):
+    """One visitor's long answer holds the model (one request at a time); a second visitor's
+    request waits and is told its place in the queue. The first visitor's process dies (a closed
+    tab): its answer stops, and the second gets the model at once, not after the long answer."""
+    from gradio_client import Client
+    from gradio_client.utils import Status
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, app_url, LONG_PROMPT, ADAPTER],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "streaming"
+        job = Client(app_url, verbose=False).submit("Name a fruit.", ADAPTER, "auto", 8, api_name="/chat")
+        deadline = time.time() + 30
+        while (status := job.status()).code != Status.IN_QUEUE or status.rank is None:
+            assert time.time() < deadline and not job.done(), f"never queued: {status}"
+            time.sleep(0.05)
+        assert status.rank == 0 and status.queue_size >= 1  # first in line (the page shows "queue: 1/1")
+    finally:
+        holder.kill()
+        holder.wait()
+    left = time.perf_counter()
+    answer = job.result(timeout=120)[1]
+    assert answer.strip() and time.perf_counter() - left < 10
 
 
 def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default_model):
