@@ -10,6 +10,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config  # noqa: E402
 
+from bita.drafts.dynamic import DynamicShape, Reliability  # noqa: E402
+from bita.drafts.tree import parse_tree_spec  # noqa: E402
+
 VOCAB = 512
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -61,3 +64,14 @@ def default_model():
     from bita.model.loading import load_model
 
     return load_model("default", device="cpu")
+
+
+RAW_PROBABILITIES = Reliability(tuple(i / 100 for i in range(1, 101)), (tuple(i / 100 for i in range(1, 101)),))
+
+
+def tree_of(spec: str, depth: int = 3):
+    """A static tree spec's DraftTree, or for 'dynamic:ROWS' a dynamic shape of ``depth``-mask groups
+    scoring drafts by their raw probabilities (tiny random adapters have no calibration)."""
+    if spec.startswith("dynamic:"):
+        return DynamicShape(int(spec.split(":")[1]), depth, 4, 1.0, RAW_PROBABILITIES)
+    return parse_tree_spec(spec)

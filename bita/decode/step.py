@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from ..drafts.dynamic import DynamicShape, dynamic_tree
 from ..drafts.ngram import NgramIndex
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
@@ -102,6 +103,14 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache |
                         allowed_keys(layout, adapter.n_prompt, context_length))
 
 
+def pass_tree(tree: DraftTree | DynamicShape, drafts: Drafts | None, reserved_rows: int) -> DraftTree:
+    """The mask tree of one pass: ``tree`` itself, or a dynamic shape's tree for this pass's drafts
+    (``reserved_rows``: what an n-gram chain takes of its row budget)."""
+    if not isinstance(tree, DynamicShape):
+        return tree
+    return dynamic_tree(drafts.probs.tolist(), tree, reserved_rows) if drafts is not None else EMPTY_TREE
+
+
 def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
     """Mask-group logits [depth, V] -> top-k drafts per depth."""
     top = torch.softmax(logits, dim=-1).topk(k, dim=-1)
@@ -145,7 +154,7 @@ def _timed_record(model, record_fn):
 
 
 @torch.inference_mode()
-def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
+def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
             record_attention: bool = False, sampling: Sampling = GREEDY,
             generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
     """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or
@@ -169,19 +178,22 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 
 
 @torch.inference_mode()
-def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree, index: int,
+def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree | DynamicShape,
+              index: int,
               record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
               sampling: Sampling = GREEDY, generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
 
-    The candidates are the trie of ``tree`` filled with ``state.drafts`` (when there are any)
-    merged with the n-gram chain ``ngram`` (bita/trie.py); groups have ``tree.depth`` masks.
+    The candidates are the trie of ``tree`` (a dynamic shape: the tree its drafts' confidence picks,
+    bita/drafts/dynamic.py) filled with ``state.drafts`` (when there are any) merged with the n-gram
+    chain ``ngram`` (bita/drafts/trie.py); groups have ``tree.depth`` masks.
     Verification is the greedy walk, or with ``sampling`` that samples, recursive rejection
     sampling drawing from ``generator`` (bita/sampling.py). The drafts stay top-k either way.
     """
     def run():
         drafts = state.drafts
-        trie = build_trie(tree, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups)
+        trie = build_trie(pass_tree(tree, drafts, len(ngram)), drafts.tokens.tolist() if drafts is not None else None,
+                          ngram, ngram_groups)
         layout = decode_layout(trie.tree, tree.depth, 1)
         candidates = list(trie.tokens)
         start = adapter.n_prompt + state.context_length
@@ -219,12 +231,12 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
     record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
 
 
-def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree,
+def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
                ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
     """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
-    ``tree``: the mask tree (EMPTY_TREE: no mask drafts). ``ngram_tokens`` > 0 adds to every
+    ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass). ``ngram_tokens`` > 0 adds to every
     pass the n-gram chain of up to that many tokens looked up in prompt + output (bita/ngram.py).
     ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
     exact AR distribution, with one generator for this run seeded from ``sampling.seed``.

@@ -1,13 +1,18 @@
 """Draft-rank statistics as an adapter stores them: written by calibration, read by planning.
 
 A scored pass is a rank tuple: per depth d, the rank of the true token among the drafts of
-mask d (MISS when it is not among the first MAX_RANK). The adapter config keeps how often each
-tuple occurred, under ``acceptance``.
+mask d (MISS when it is not among the first MAX_RANK). The adapter config keeps, under
+``acceptance``: how often each tuple occurred (``rank_counts``, what static trees are forecast
+from); the reliability of the drafts' probabilities per depth (``reliability``, what dynamic trees
+score nodes with); and a sample of whole passes, ranks with their drafts' probabilities and the
+n-gram chain's outcome (``pass_sample``, what dynamic trees and n-gram drafts are forecast from).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+
+import torch
 
 from ..errors import BitaError
 from .adapter import BitaAdapter
@@ -15,13 +20,51 @@ from .adapter import BitaAdapter
 MISS = -1  # the true token is not among the drafted candidates
 MAX_RANK = 8  # ranks at or beyond this count as MISS
 SOURCE = "teacher-forced held-out self-generated answers"
+EDGES = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins' upper ends
+SAMPLE_PASSES, SAMPLE_RANKS = 1500, 6  # passes kept whole, and drafts per depth kept with them
+NGRAM_CHAIN = 16  # n-gram chains scored up to this length (a shorter chain's outcome is a truncation)
 
 
-def acceptance_record(ranks: list[tuple[int, ...]], max_rank: int = MAX_RANK, samples: int = 0) -> dict:
-    """JSON-ready summary: how often each rank tuple occurred."""
-    counts = Counter(",".join(map(str, r)) for r in ranks)
+def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Tensor, max_rank: int = MAX_RANK,
+                      samples: int = 0) -> dict:
+    """JSON-ready statistics of N scored passes: ranks [N, depth] long, probs [N, depth, max_rank],
+    ngram [N, 2] (n-gram tokens proposed, and right) as calibration.heldout_passes gives them."""
+    counts = Counter(",".join(map(str, r)) for r in ranks.tolist())
+    sample = torch.randperm(len(ranks), generator=torch.Generator().manual_seed(0))[:SAMPLE_PASSES]
     return {"source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
-            "rank_counts": dict(counts.most_common())}
+            "rank_counts": dict(counts.most_common()),
+            "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
+            "pass_sample": {"ranks": ranks[sample].tolist(),
+                            "probs": probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
+                            "ngram": ngram[sample].tolist()}}
+
+
+def reliability_rates(ranks: torch.Tensor, probs: torch.Tensor) -> list[list[float]]:
+    """[depth][bin]: the share of drafts with probability in bin b (``EDGES``) at depth d that were
+    the true token, over passes whose true tokens of depths < d were all drafted; made
+    non-decreasing in the probability (pooled with the bin below where a bin's rate falls)."""
+    rates = []
+    for depth in range(ranks.shape[1]):
+        reached = (ranks[:, :depth] != MISS).all(1)
+        p = probs[reached, depth]  # [M, max_rank]
+        hit = ranks[reached, depth, None] == torch.arange(p.shape[1])
+        bins = torch.bucketize(p, torch.tensor(EDGES)).clamp(max=len(EDGES) - 1).flatten()
+        count = torch.bincount(bins, minlength=len(EDGES)).double()
+        hits = torch.bincount(bins, weights=hit.flatten().double(), minlength=len(EDGES))
+        rates.append(_pooled(hits.tolist(), count.tolist()))
+    return rates
+
+
+def _pooled(hits: list[float], counts: list[float]) -> list[float]:
+    """hits/counts per bin, made non-decreasing by pooling adjacent violators (bins with no count
+    take their neighbours' rate)."""
+    blocks: list[list[float]] = []  # [hits, count, bins]
+    for h, c in zip(hits, counts):
+        blocks.append([h, c, 1])
+        while len(blocks) > 1 and blocks[-2][0] * max(blocks[-1][1], 1e-9) > blocks[-1][0] * max(blocks[-2][1], 1e-9):
+            h2, c2, n2 = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + h2, blocks[-1][1] + c2, blocks[-1][2] + n2]
+    return [round(h / c, 4) if c else 0.0 for h, c, n in blocks for _ in range(int(n))]
 
 
 def stored_ranks(adapter: BitaAdapter) -> Counter[tuple[int, ...]]:
@@ -30,3 +73,4 @@ def stored_ranks(adapter: BitaAdapter) -> Counter[tuple[int, ...]]:
     if not record or not record.get("rank_counts"):
         raise BitaError("this adapter has no acceptance statistics: run 'python -m bita calibrate --adapter DIR'")
     return Counter({tuple(int(v) for v in key.split(",")): count for key, count in record["rank_counts"].items()})
+

@@ -11,9 +11,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..decode.masks import decode_layout
 from ..decode.records import StepRecord
 from ..decode.verify import walk_ranks
-from ..drafts.tree import ROOT, DraftTree
+from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..model.rank_stats import MISS
 
 
@@ -34,26 +35,39 @@ def draft_ranks(records: list[StepRecord]) -> dict[int, tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Forecast:
-    """What a tree would do on passes with these ranks.
+    """What a tree would do on passes with these ranks: a chain of two kinds of pass.
 
-    tokens_per_drafted_pass: mean accepted drafts + 1 (the bonus) on a pass that has drafts.
-    draftless_share: probability that the last accepted node carries no mask group, so the
-        next pass runs with no drafts (root and one group only) and emits exactly one token.
+    A drafted pass has mask drafts; it emits ``tokens_per_drafted_pass`` (accepted drafts + the
+    bonus) and, with chance ``draftless_share``, ends on a node that carries no mask group, so the
+    next pass is draftless: only the root's group (and any n-gram chain), emitting
+    ``tokens_per_draftless_pass``, followed by another draftless pass with chance
+    ``draftless_repeat`` (its chain was accepted: it ends on the chain, which carries no group).
+    ``rows``, ``draftless_rows``: mean rows of each kind (what their cost is looked up by).
     """
 
     tree: str
     tokens_per_drafted_pass: float
     draftless_share: float
+    rows: float
+    draftless_rows: float
+    tokens_per_draftless_pass: float = 1.0
+    draftless_repeat: float = 0.0
+
+    def shares(self) -> tuple[float, float]:
+        """Long-run shares of drafted and draftless passes."""
+        leave = 1.0 - self.draftless_repeat
+        return leave / (leave + self.draftless_share), self.draftless_share / (leave + self.draftless_share)
 
     @property
     def tokens_per_pass(self) -> float:
         """Long-run mean over drafted and draftless passes (tau)."""
-        return (self.tokens_per_drafted_pass + self.draftless_share) / (1 + self.draftless_share)
+        drafted, draftless = self.shares()
+        return drafted * self.tokens_per_drafted_pass + draftless * self.tokens_per_draftless_pass
 
     def tokens_per_second(self, tree_seconds: float, draftless_seconds: float) -> float:
         """Expected throughput given the measured cost of a tree pass and of a draftless pass."""
-        tokens = self.tokens_per_drafted_pass + self.draftless_share
-        return tokens / (tree_seconds + self.draftless_share * draftless_seconds)
+        drafted, draftless = self.shares()
+        return self.tokens_per_pass / (drafted * tree_seconds + draftless * draftless_seconds)
 
 
 def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[int, ...]]) -> Forecast:
@@ -68,4 +82,5 @@ def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[
         accepted, last = walk_ranks(tree, rank)
         tokens += (accepted + 1) * count
         draftless += count * (last != ROOT and not tree.nodes[last].has_group)
-    return Forecast(tree.spec, tokens / total, draftless / total)
+    return Forecast(tree.spec, tokens / total, draftless / total, decode_layout(tree, tree.depth).rows,
+                    decode_layout(EMPTY_TREE, tree.depth).rows)

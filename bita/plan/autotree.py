@@ -1,6 +1,7 @@
 """Hardware-aware draft tree: the shape that maximises expected tokens per second here.
 
-Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``);
+Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``), for
+static trees and for dynamic trees of several row budgets (dynamic_plan.py);
 seconds per pass come from passes timed on this device for this model (cached on disk) and
 interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree beats
 plain AR, the answer is AR.
@@ -11,19 +12,22 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..decode.masks import decode_layout
+from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
+from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
 from ..model.loading import LoadedModel, cache_root
 from ..model.rank_stats import stored_ranks
-from .acceptance import forecast
+from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
+from .dynamic_plan import DYNAMIC_ROWS, dynamic_shape, forecast_passes, stored_passes
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -90,21 +94,24 @@ def candidate_trees(n_masks: int, max_topk: int = MAX_TOPK) -> list[str]:
     return specs
 
 
+Shape = DraftTree | DynamicShape
+
+
 @dataclass(frozen=True)
 class TreeChoice:
     """``tree`` None: no tree beats plain AR here, so decoding falls back to AR."""
 
-    tree: DraftTree | None
+    tree: Shape | None
     tokens_per_second: float  # expected, of the choice
     ar_tokens_per_second: float
     ranking: tuple[tuple[str, float, float], ...]  # (spec, tau, expected tok/s), best first
+    best: Shape | None = None  # the first of ``ranking``
 
     def drafting(self) -> TreeChoice:
         """The best tree even where plain AR would be faster: for showing the method at work."""
-        if self.tree is not None or not self.ranking:
+        if self.tree is not None or self.best is None:
             return self
-        spec, _, rate = self.ranking[0]
-        return replace(self, tree=parse_tree_spec(spec), tokens_per_second=rate)
+        return replace(self, tree=self.best, tokens_per_second=self.ranking[0][2])
 
     def describe(self) -> str:
         if self.tree is not None and self.tokens_per_second <= self.ar_tokens_per_second:
@@ -118,25 +125,40 @@ class TreeChoice:
                 f"{self.ar_tokens_per_second:.1f})")
 
 
-def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | None = None) -> TreeChoice:
-    """The candidate with the highest expected tokens/s, or AR when none beats it."""
-    scored = []
-    for spec in candidates or candidate_trees(n_masks):
-        tree = parse_tree_spec(spec)
-        guess = forecast(tree, ranks)
-        rate = guess.tokens_per_second(costs.seconds(decode_layout(tree, tree.depth).rows),
-                                       costs.seconds(decode_layout(EMPTY_TREE, tree.depth).rows))
-        scored.append((rate, guess.tokens_per_pass, tree))
-    scored.sort(key=lambda s: -s[0])
-    ranking = tuple((tree.spec, tau, rate) for rate, tau, tree in scored[:10])
+def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | None = None,
+                forecasts: Sequence[tuple[Shape, Forecast]] = ()) -> TreeChoice:
+    """The candidate with the highest expected tokens/s, or AR when none beats it: ``forecasts``
+    (shapes with their forecasts), or else the static trees ``candidates`` forecast from ``ranks``."""
+    forecasts = forecasts or [(tree := parse_tree_spec(spec), forecast(tree, ranks))
+                              for spec in candidates or candidate_trees(n_masks)]
+    scored = sorted(((guess.tokens_per_second(costs.seconds(guess.rows), costs.seconds(guess.draftless_rows)),
+                      guess.tokens_per_pass, index) for index, (_, guess) in enumerate(forecasts)),
+                    key=lambda s: -s[0])
+    ranking = tuple((forecasts[index][1].tree, tau, rate) for rate, tau, index in scored[:10])
     ar_rate = 1.0 / costs.ar
-    best_rate, _, best_tree = scored[0]
+    best_rate, _, best = scored[0]
+    best_tree = forecasts[best][0]
     if best_rate <= ar_rate:
-        return TreeChoice(None, ar_rate, ar_rate, ranking)
-    return TreeChoice(best_tree, best_rate, ar_rate, ranking)
+        return TreeChoice(None, ar_rate, ar_rate, ranking, best_tree)
+    return TreeChoice(best_tree, best_rate, ar_rate, ranking, best_tree)
 
 
-def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:
-    """Choose for this model, adapter and device (measuring pass costs once per device)."""
-    ranks = stored_ranks(adapter)
-    return choose_tree(ranks, cost_table(loaded, adapter), adapter.n_masks)
+def sampled_forecasts(adapter: BitaAdapter, ngram_tokens: int) -> list[tuple[Shape, Forecast]]:
+    """Every static candidate and dynamic budget (and, with a chain, the chain alone), forecast
+    with n-gram chains of ``ngram_tokens`` on the adapter's pass sample; none where its statistics
+    predate dynamic trees (then static trees are forecast from the rank counts, without chains)."""
+    try:
+        passes = stored_passes(adapter)
+        shapes = [dynamic_shape(adapter, rows) for rows in DYNAMIC_ROWS]
+    except BitaError:
+        return []
+    shapes += [parse_tree_spec(spec) for spec in candidate_trees(adapter.n_masks)]
+    shapes += [EMPTY_TREE] if ngram_tokens else []
+    return [(shape, forecast_passes(shape, passes, ngram_tokens)) for shape in shapes]
+
+
+def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, ngram_tokens: int = 0) -> TreeChoice:
+    """Choose for this model, adapter and device (measuring pass costs once per device); the
+    ``ngram_tokens`` chain is added to every pass (0: none)."""
+    return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks,
+                       forecasts=sampled_forecasts(adapter, ngram_tokens))

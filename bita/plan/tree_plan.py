@@ -5,19 +5,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..drafts.dynamic import DynamicShape
 from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel
 from .autotree import AUTO, auto_tree
+from .dynamic_plan import DYNAMIC, dynamic_shape
 
 DEFAULT_TREE = AUTO
 DEFAULT_NGRAM_TOKENS = 4
 MAX_NGRAM_TOKENS = 16
 
 
-def resolve_tree(tree: str | DraftTree, adapter: BitaAdapter) -> DraftTree:
+def resolve_tree(tree: str | DraftTree | DynamicShape, adapter: BitaAdapter) -> DraftTree | DynamicShape:
+    """A tree spec (``dynamic:ROWS``: a tree chosen per pass within ROWS rows) as the tree or shape
+    it names, checked against ``adapter``."""
+    if isinstance(tree, str) and tree.strip().lower().startswith(DYNAMIC + ":"):
+        rows = tree.strip()[len(DYNAMIC) + 1:]
+        if not rows.isdigit():
+            raise BitaError(f"invalid tree spec {tree!r}: expected 'dynamic:ROWS', e.g. 'dynamic:12'")
+        return dynamic_shape(adapter, int(rows))
     tree = parse_tree_spec(tree) if isinstance(tree, str) else tree
     if tree.depth > adapter.n_masks:
         raise BitaError(f"tree {tree.spec!r} has depth {tree.depth} but the adapter drafts only "
@@ -31,7 +40,7 @@ class TreePlan:
     plain AR passes (nothing drafts); ``ngram_tokens``: length of the n-gram chain added to every
     pass (0: none)."""
 
-    tree: DraftTree | None
+    tree: DraftTree | DynamicShape | None
     reason: str  # one line for people: what was chosen and why
     ngram_tokens: int = 0
 
@@ -39,7 +48,7 @@ class TreePlan:
     def spec(self) -> str:
         if self.tree is None:
             return "ar"
-        parts = [self.tree.spec] if self.tree.size else []
+        parts = [self.tree.spec] if self.tree != EMPTY_TREE else []
         return "+".join(parts + ([f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []))
 
     @property
@@ -48,15 +57,17 @@ class TreePlan:
         return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
 
 
-def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False) -> TreePlan:
-    """An explicit tree as given, or for ``auto`` the shape with the highest expected tokens/s
-    on this device, or plain AR where none beats it (``drafting``: the best tree even then) or
-    the adapter has no acceptance statistics."""
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
+               ngram_tokens: int = 0) -> TreePlan:
+    """An explicit tree as given, or for ``auto`` the shape (static or dynamic, or with a chain
+    of ``ngram_tokens`` the chain alone) with the highest expected tokens/s on this device, or
+    plain AR where none beats it (``drafting``: the best tree even then) or the adapter has no
+    acceptance statistics."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
     try:
-        choice = auto_tree(loaded, adapter)
+        choice = auto_tree(loaded, adapter, ngram_tokens)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
@@ -69,9 +80,9 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
-    adds the chain to the mask tree; where ``auto`` finds no mask tree that pays, it drafts
-    with the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is
-    one row, like an AR pass. The n-gram acceptance is not forecast, so that is not cost-checked.
+    adds the chain to the mask tree (``auto`` forecasts each shape with the chain, from the
+    adapter's pass sample); where nothing pays it drafts with the chain alone rather than decoding
+    plain AR: a pass whose n-grams match nothing is one row, like an AR pass.
     """
     if isinstance(tree, TreePlan):
         return tree
@@ -87,8 +98,8 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting)
+    masks = plan_masks(loaded, adapter, tree, drafting, ngram_tokens)
     if masks.tree is None:
-        return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (their acceptance is "
-                                    "not forecast; a pass they do not draft is one row, like AR)", ngram_tokens)
+        return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft "
+                                    "is one row, like AR)", ngram_tokens)
     return TreePlan(masks.tree, f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens)

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import random_prompts
+from conftest import random_prompts, tree_of
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
@@ -16,7 +16,7 @@ from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE
 from bita.model.adapter import BitaAdapter
 
-SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1"]
+SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1", "dynamic:8", "dynamic:16"]
 
 
 def emitted(steps):
@@ -27,7 +27,7 @@ def emitted(steps):
                          + [(SPECS[0], 8, "shallow"), (SPECS[0], 0, "deep")])
 def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_style):
     adapter = BitaAdapter.create(tiny, prompt_tokens=prompt_tokens, mask_tokens=3, seed=0, prompt_style=prompt_style)
-    tree = parse_tree_spec(spec)
+    tree = tree_of(spec)
     for prompt in random_prompts(8, seed=11):
         reference = hf_generate(tiny, prompt, 24, [])
         assert emitted(ar_steps(tiny, prompt, StopCondition(24))) == reference
@@ -106,12 +106,13 @@ class ScriptedChains:
     ("lookup", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("lookup", "", GROUPS_NONE),
     ("oracle", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("oracle", "efficient:3,2,2/chain-groups", GROUPS_LAST),
     ("oracle", "chain:2", GROUPS_ALL), ("oracle", "", GROUPS_NONE),
-    ("wrong", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("wrong", "", GROUPS_NONE)])
+    ("wrong", "efficient:3,2,2/chain-groups", GROUPS_NONE), ("wrong", "", GROUPS_NONE),
+    ("lookup", "dynamic:12", GROUPS_NONE), ("oracle", "dynamic:12", GROUPS_LAST), ("wrong", "dynamic:12", GROUPS_NONE)])
 def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, spec, ngram_groups):
     """Mask drafts and n-gram chains in one trie (n-gram chains alone where ``spec`` is empty),
     the chains looked up in the context as in real use, or forced to hit or to miss."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
-    tree = parse_tree_spec(spec) if spec else EMPTY_TREE
+    tree = tree_of(spec) if spec else EMPTY_TREE
     vocab = tiny.get_output_embeddings().weight.shape[0]
     sources = Counter()
     for prompt in random_prompts(4, seed=11):

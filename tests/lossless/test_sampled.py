@@ -14,7 +14,7 @@ from itertools import zip_longest
 import pytest
 import torch
 from chi_square import homogeneity
-from conftest import COMMON, random_prompts, tiny_model
+from conftest import COMMON, random_prompts, tiny_model, tree_of
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bita.decode.autoregressive import ar_steps
@@ -75,7 +75,7 @@ def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int) -> tupl
     """Counter of BiTA's first TOKENS tokens over RUNS seeds, and the share of its tree passes
     that accepted a draft."""
     model, adapter = drafting
-    tree, counts, passes, accepting = parse_tree_spec(spec), Counter(), 0, 0
+    tree, counts, passes, accepting = tree_of(spec), Counter(), 0, 0
     for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
         records = list(bita_steps(model, adapter, PROMPT, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
                                   sampling=Sampling(*settings, seed=seed)))
@@ -90,6 +90,7 @@ CASES = [  # tree, (temperature, top_p, top_k), n-gram chain length
     ("efficient:3,2,2", (0.7, 1.0, 0), 0),
     ("full:2,2,2", (1.0, 1.0, 0), 0),
     ("efficient:3,2,2/chain-groups", (1.0, 0.9, 6), 4),
+    ("dynamic:10", (1.0, 1.0, 0), 3),
 ]
 
 

@@ -1,0 +1,91 @@
+"""Dynamic trees and n-gram chains for an adapter: the shape (row budget, calibrated reliability,
+the worth of a drafted pass) read from its stored statistics, and forecasts from its stored
+sample of whole passes.
+
+``forecast_passes`` replays the adapter's sample of held-out passes (bita/model/rank_stats.py):
+each pass's mask tree (a dynamic shape's tree built from the pass's drafts' probabilities, as
+decoding builds it) is walked with the pass's true ranks; where the pass's n-gram chain was right
+further than the mask path, the chain's end is where the path ends (a node with no mask group, so
+the next pass drafts no masks). The trie of a pass holds both, so its accepted path is the longer.
+A draftless pass has the root's group and the chain: it emits the chain's right tokens + 1, and
+is followed by another where the chain was right at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..decode.masks import decode_layout
+from ..decode.verify import walk_ranks
+from ..drafts.dynamic import DynamicShape, Reliability, dynamic_tree
+from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
+from ..errors import BitaError
+from ..model.adapter import BitaAdapter
+from ..model.rank_stats import SAMPLE_RANKS
+from .acceptance import Forecast
+
+DYNAMIC = "dynamic"  # tree specs "dynamic:ROWS"
+DYNAMIC_ROWS = (6, 8, 10, 12, 16, 20, 24)  # budgets ``auto`` considers
+FIRST_DRAFT_VALUE = 1.0  # a drafted pass's extra tokens, before the forecast says
+OUTDATED = "this adapter's statistics predate dynamic trees: run 'python -m bita calibrate --adapter DIR'"
+
+
+@dataclass(frozen=True)
+class ScoredPass:
+    """One held-out pass: the true tokens' draft ranks per depth, the drafts' probabilities
+    [depth][rank], and the n-gram chain's outcome (tokens proposed, how many right)."""
+
+    ranks: tuple[int, ...]
+    probs: list[list[float]]
+    ngram_proposed: int
+    ngram_right: int
+
+
+def stored_reliability(adapter: BitaAdapter) -> Reliability:
+    """The adapter's calibrated draft reliability (rank_stats.reliability_rates)."""
+    record = (adapter.config.acceptance or {}).get("reliability")
+    if not record:
+        raise BitaError(OUTDATED)
+    return Reliability(tuple(record["edges"]), tuple(tuple(rates) for rates in record["rates"]))
+
+
+def stored_passes(adapter: BitaAdapter) -> list[ScoredPass]:
+    """The adapter's sample of whole scored passes."""
+    record = (adapter.config.acceptance or {}).get("pass_sample")
+    if not record:
+        raise BitaError(OUTDATED)
+    return [ScoredPass(tuple(ranks), [[p / 1000 for p in row] for row in probs], *ngram)
+            for ranks, probs, ngram in zip(record["ranks"], record["probs"], record["ngram"])]
+
+
+def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0) -> Forecast:
+    """What ``tree`` (static or dynamic) plus n-gram chains of up to ``ngram_tokens`` would accept on
+    ``passes``. Rows count a chain's tokens in full (where it shares a prefix with the mask tree it
+    takes fewer)."""
+    if not passes:
+        raise ValueError("forecast needs at least one pass")
+    tokens = draftless = rows = chains = chain_tokens = chain_hits = 0
+    for scored in passes:
+        proposed = min(scored.ngram_proposed, ngram_tokens)
+        right = min(scored.ngram_right, proposed)
+        masks = dynamic_tree(scored.probs, tree, proposed) if isinstance(tree, DynamicShape) else tree
+        accepted, last = walk_ranks(masks, scored.ranks)
+        tokens += max(accepted, right) + 1
+        draftless += tree.depth > 0 and (right > accepted or (last != ROOT and not masks.nodes[last].has_group))
+        rows += decode_layout(masks, tree.depth).rows + proposed
+        chains, chain_tokens, chain_hits = chains + proposed, chain_tokens + right, chain_hits + (right > 0)
+    count = len(passes)
+    return Forecast(tree.spec + (f"+ngram:{ngram_tokens}" if ngram_tokens else ""), tokens / count,
+                    draftless / count, rows / count, decode_layout(EMPTY_TREE, tree.depth).rows + chains / count,
+                    1 + chain_tokens / count, chain_hits / count)
+
+
+def dynamic_shape(adapter: BitaAdapter, rows: int) -> DynamicShape:
+    """A ``rows``-row dynamic shape for ``adapter``: groups as deep as its masks, its reliability, and
+    the worth of a drafted pass set to what the shape itself is forecast to accept on one."""
+    if not isinstance(rows, int) or rows < 2 + adapter.n_masks:
+        raise BitaError(f"a dynamic tree needs at least {2 + adapter.n_masks} rows (the root, its mask group of "
+                        f"{adapter.n_masks} and one candidate), not {rows}")
+    shape = DynamicShape(rows, adapter.n_masks, SAMPLE_RANKS, FIRST_DRAFT_VALUE, stored_reliability(adapter))
+    guess = forecast_passes(shape, stored_passes(adapter))
+    return DynamicShape(rows, adapter.n_masks, SAMPLE_RANKS, guess.tokens_per_drafted_pass - 1, shape.reliability)
