@@ -7,10 +7,14 @@ configuration already in the output file is skipped.
 
 A configuration is ``TREE|DRAFTS[|NGRAM_GROUPS]``: a tree spec (or auto), masks|ngram|both,
 and where the n-gram chain's own nodes carry mask groups (none|last|all; bita/drafts/trie.py).
+Each line also gives the mean and largest rows of a decoding pass (the prefill excluded), and a
+digest of every answer's tokens: greedy decoding is lossless, so every configuration's is the same.
 """
 
 import argparse
+import hashlib
 import json
+import statistics
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,7 +33,7 @@ from bita.plan.tree_plan import plan_tree
 def measure(loaded, adapter, prompts, config: str, max_new_tokens: int) -> dict:
     tree, drafts, groups = (config.split("|") + [GROUPS_NONE])[:3]
     plan = plan_tree(loaded, adapter, tree, drafts)
-    tokens, passes = Counter(), Counter()
+    tokens, passes, rows, answers = Counter(), Counter(), [], hashlib.sha1()
     started = time.perf_counter()
     for prompt in tqdm(prompts, desc=config):
         ids = encode_chat(loaded.tokenizer, list(prompt.messages))
@@ -37,9 +41,12 @@ def measure(loaded, adapter, prompts, config: str, max_new_tokens: int) -> dict:
                                  ngram_tokens=plan.ngram_tokens, ngram_groups=groups):
             tokens[prompt.category] += len(record.emitted)
             passes[prompt.category] += 1
+            rows += [record.rows] if record.kind == "tree" else []
+            answers.update(str(record.emitted).encode())
     return {"config": config, "plan": plan.spec, "prompts": len(prompts), "new_tokens": sum(tokens.values()),
             "forward_passes": sum(passes.values()), "tau": round(sum(tokens.values()) / sum(passes.values()), 3),
-            "seconds": round(time.perf_counter() - started),
+            "rows_per_pass": round(statistics.mean(rows), 2), "max_rows": max(rows),
+            "answers_sha1": answers.hexdigest()[:12], "seconds": round(time.perf_counter() - started),
             "per_category": {c: round(tokens[c] / passes[c], 3) for c in tokens}}
 
 

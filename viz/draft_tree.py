@@ -72,7 +72,8 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
 
     def hover(i: int) -> str:
         n = nodes[i]
-        return (f"{token_label(decode, n.token, 40)}<br>depth {n.depth}<br>{draft_origin(n, 3)}"
+        chance = f"<br>estimated chance {n.chance:.2f}: what the dynamic tree chose it by" if n.chance is not None else ""
+        return (f"{token_label(decode, n.token, 40)}<br>depth {n.depth}<br>{draft_origin(n, 3)}{chance}"
                 f"<br>{n.status}{'<br>carries a mask group' if n.has_group else ''}")
 
     root_label = token_label(decode, record.root)
@@ -93,6 +94,8 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
                else "no draft tree: root and bonus only")
     if any(n.source != MASK for n in nodes):
         summary += " (◆ context n-gram, ■ n-gram and masks)"
+    if any(n.chance is not None for n in nodes):
+        summary += "; a dynamic tree: hover for each draft's estimated chance"
     leaves = 1 + max(y for _, y in positions.values())
     figure.update_layout(
         title=f"Pass {record.index} ({record.kind}): {summary}", template="plotly_white",

@@ -31,6 +31,7 @@ class DraftNode:
     has_group: bool
     status: str  # ACCEPTED | REJECTED
     source: str = MASK  # who proposed it: MASK | NGRAM | BOTH (bita/drafts/sources.py)
+    chance: float | None = None  # a dynamic tree's estimate that it is accepted (what chose it); else None
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from ..drafts.dynamic import DynamicShape, dynamic_tree
+from ..drafts.dynamic import DynamicShape, dynamic_tree, node_chances
 from ..drafts.ngram import NgramIndex
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
@@ -103,12 +103,17 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache |
                         allowed_keys(layout, adapter.n_prompt, context_length))
 
 
-def pass_tree(tree: DraftTree | DynamicShape, drafts: Drafts | None, reserved_rows: int) -> DraftTree:
+def pass_tree(tree: DraftTree | DynamicShape, drafts: Drafts | None,
+              reserved_rows: int) -> tuple[DraftTree, list[float] | None]:
     """The mask tree of one pass: ``tree`` itself, or a dynamic shape's tree for this pass's drafts
-    (``reserved_rows``: what an n-gram chain takes of its row budget)."""
+    (``reserved_rows``: what an n-gram chain takes of its row budget) with each node's estimated chance."""
     if not isinstance(tree, DynamicShape):
-        return tree
-    return dynamic_tree(drafts.probs.tolist(), tree, reserved_rows) if drafts is not None else EMPTY_TREE
+        return tree, None
+    if drafts is None:
+        return EMPTY_TREE, []
+    probs = drafts.probs.tolist()
+    masks = dynamic_tree(probs, tree, reserved_rows)
+    return masks, node_chances(masks, probs, tree.reliability)
 
 
 def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
@@ -192,8 +197,8 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
     """
     def run():
         drafts = state.drafts
-        trie = build_trie(pass_tree(tree, drafts, len(ngram)), drafts.tokens.tolist() if drafts is not None else None,
-                          ngram, ngram_groups)
+        masks, chances = pass_tree(tree, drafts, len(ngram))
+        trie = build_trie(masks, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups)
         layout = decode_layout(trie.tree, tree.depth, 1)
         candidates = list(trie.tokens)
         start = adapter.n_prompt + state.context_length
@@ -209,7 +214,8 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
         accepted = set(verdict.accepted)
         nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank,
                            float(drafts.probs[n.depth - 1, n.rank]) if n.rank != NGRAM_RANK else 0.0,
-                           n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i])
+                           n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i],
+                           chances[i] if chances and i < len(chances) else None)
                  for i, n in enumerate(trie.tree.nodes)]
         record = StepRecord(index=index, kind="tree", position=state.context_length, root=state.root,
                             rows=layout.rows, nodes=nodes, accepted=[candidates[i] for i in verdict.accepted],

@@ -107,3 +107,14 @@ def dynamic_tree(probs: Sequence[Sequence[float]], shape: DynamicShape, reserved
                                    for i, (parent, ranks, _) in enumerate(nodes)), shape.spec)
             best = (value, tree)
     return best[1] if best else DraftTree((), shape.spec)
+
+
+def node_chances(tree: DraftTree, probs: Sequence[Sequence[float]], reliability: Reliability) -> list[float]:
+    """Per node of ``tree`` (parents first), its estimated chance of being accepted: the product of
+    its path's calibrated draft chances (what ``dynamic_tree`` chose it by)."""
+    scores = reliability.scores(probs)
+    chances: list[float] = []
+    for node in tree.nodes:
+        above = 1.0 if node.parent == ROOT else chances[node.parent]
+        chances.append(above * scores[node.depth - 1][node.rank])
+    return chances

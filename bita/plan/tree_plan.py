@@ -3,7 +3,7 @@ the n-gram chain, checked against the adapter."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..drafts.dynamic import DynamicShape
 from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
@@ -43,6 +43,8 @@ class TreePlan:
     tree: DraftTree | DynamicShape | None
     reason: str  # one line for people: what was chosen and why
     ngram_tokens: int = 0
+    ranking: tuple[tuple[str, float, float], ...] = ()  # auto's: (spec, forecast tau, expected tok/s), best first
+    ar_tokens_per_second: float | None = None  # auto's expectation for plain AR
 
     @property
     def spec(self) -> str:
@@ -71,7 +73,8 @@ def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree,
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
-    return TreePlan(choice.tree, choice.describe())
+    return TreePlan(choice.tree, choice.describe(), ranking=choice.ranking,
+                    ar_tokens_per_second=choice.ar_tokens_per_second)
 
 
 def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
@@ -100,6 +103,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
                         ngram_tokens)
     masks = plan_masks(loaded, adapter, tree, drafting, ngram_tokens)
     if masks.tree is None:
-        return TreePlan(EMPTY_TREE, f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft "
-                                    "is one row, like AR)", ngram_tokens)
-    return TreePlan(masks.tree, f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens)
+        return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens,
+                       reason=f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft is one "
+                              "row, like AR)")
+    return replace(masks, reason=f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens=ngram_tokens)
