@@ -1,7 +1,8 @@
 """Command line: ``python -m bita generate ...``. Errors print one line and exit non-zero.
 
 One module per group of commands (generate; make-data, train, calibrate; bench, pass-cost; space
-build and push), each registering its sub-commands; the options they share are in arguments.py.
+build and push, over deploy.py), each registering its sub-commands; the options they share are in
+arguments.py.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> dict:
-    from ..serve.deploy import build_space
+    from .deploy import build_space
 
     files = build_space(args.folder)
     size = sum((args.folder / path).stat().st_size for path in files)
@@ -33,7 +33,7 @@ def run_build(args: argparse.Namespace) -> dict:
 
 
 def run_push(args: argparse.Namespace) -> dict:
-    from ..serve.deploy import build_space, push_space
+    from .deploy import build_space, push_space
 
     if args.folder is not None:
         return {"text": f"pushed: {push_space(args.folder, args.repo_id, args.token, args.private)}"}

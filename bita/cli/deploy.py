@@ -120,9 +120,10 @@ def push_space(folder: Path, repo_id: str, token: str | None = None, private: bo
     if not token:
         raise BitaError("pushing needs a Hugging Face token with write access: --token, $HF_TOKEN, "
                         "or `hf auth login`")
+    sdk = front_matter_value((folder / "README.md").read_text(), "sdk")
     api = HfApi(token=token)
     try:
-        api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+        api.create_repo(repo_id, repo_type="space", space_sdk=sdk, private=private, exist_ok=True)
         commit = api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder,
                                    ignore_patterns=[MARKER], delete_patterns=["*"],
                                    commit_message="Deploy with python -m bita space push")
