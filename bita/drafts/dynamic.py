@@ -54,7 +54,7 @@ class DynamicShape:
 
     @property
     def spec(self) -> str:
-        return f"dynamic:{self.rows}"
+        return f"dynamic:{self.rows}/{self.depth}"
 
 
 def best_nodes(scores: Sequence[Sequence[float]], count: int) -> list[tuple[int, tuple[int, ...], float]]:
@@ -89,24 +89,26 @@ def path_ends(nodes: list[tuple[int, tuple[int, ...], float]]) -> tuple[float, l
 
 
 def dynamic_tree(probs: Sequence[Sequence[float]], shape: DynamicShape, reserved_rows: int = 0) -> DraftTree:
-    """The tree for one pass from its drafts' probabilities [depth][rank], within ``shape.rows -
-    reserved_rows`` rows (``reserved_rows``: what the pass adds besides, an n-gram chain)."""
-    scores = shape.reliability.scores(probs)
+    """The tree for one pass from its drafts' probabilities [depth][rank] (the first ``shape.depth``
+    depths), within ``shape.rows - reserved_rows`` rows (``reserved_rows``: what the pass adds
+    besides, an n-gram chain). The best N nodes for a smaller N are the first N of the best for a
+    larger, so one search serves every split between nodes and groups."""
+    scores = [row[:shape.max_rank] for row in shape.reliability.scores(probs[:shape.depth])]
     budget = shape.rows - reserved_rows - 1 - shape.depth  # the root and its group
-    best: tuple[float, DraftTree] | None = None
+    ranked = best_nodes(scores, max(budget, 0))
+    best: tuple[float, list, set[int]] = (-1.0, [], set())
     for extra_groups in range(max(budget, 0) // shape.depth + 1):
-        count = budget - extra_groups * shape.depth
-        nodes = best_nodes(scores, count)
+        nodes = ranked[:budget - extra_groups * shape.depth]
         if extra_groups > len(nodes):
             break
         root_end, ends = path_ends(nodes)
         grouped = set(sorted(range(len(nodes)), key=lambda i: -ends[i])[:extra_groups])
         value = sum(p for _, _, p in nodes) + shape.draft_value * (root_end + sum(ends[i] for i in grouped))
-        if best is None or value > best[0] + 1e-12:
-            tree = DraftTree(tuple(TreeNode(parent, len(ranks), ranks[-1], i in grouped)
-                                   for i, (parent, ranks, _) in enumerate(nodes)), shape.spec)
-            best = (value, tree)
-    return best[1] if best else DraftTree((), shape.spec)
+        if value > best[0] + 1e-12:
+            best = (value, nodes, grouped)
+    _, nodes, grouped = best
+    return DraftTree(tuple(TreeNode(parent, len(ranks), ranks[-1], i in grouped)
+                           for i, (parent, ranks, _) in enumerate(nodes)), shape.spec)
 
 
 def node_chances(tree: DraftTree, probs: Sequence[Sequence[float]], reliability: Reliability) -> list[float]:

@@ -34,9 +34,23 @@ def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Ten
     return {"source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
             "rank_counts": dict(counts.most_common()),
             "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
-            "pass_sample": {"ranks": ranks[sample].tolist(),
-                            "probs": probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
-                            "ngram": ngram[sample].tolist()}}
+            "pass_sample": [encode_pass(r, p, n) for r, p, n in zip(
+                ranks[sample].tolist(), probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
+                ngram[sample].tolist())]}
+
+
+def encode_pass(ranks: list[int], permille: list[list[int]], ngram: list[int]) -> str:
+    """One sampled pass as one line of the config: 'RANKS|PROBS PER DEPTH|NGRAM', comma-separated
+    numbers, depths' probabilities (per mille) separated by ';': '0,-1,0|546,91;382,166;213,93|0,0'."""
+    return f"{','.join(map(str, ranks))}|{';'.join(','.join(map(str, row)) for row in permille)}|{ngram[0]},{ngram[1]}"
+
+
+def decode_pass(line: str) -> tuple[tuple[int, ...], list[list[float]], int, int]:
+    """``encode_pass``'s line -> (ranks, probabilities [depth][rank], n-gram tokens proposed, right)."""
+    ranks, probs, ngram = line.split("|")
+    proposed, right = (int(v) for v in ngram.split(","))
+    return (tuple(int(v) for v in ranks.split(",")),
+            [[int(v) / 1000 for v in row.split(",")] for row in probs.split(";")], proposed, right)
 
 
 def reliability_rates(ranks: torch.Tensor, probs: torch.Tensor) -> list[list[float]]:

@@ -20,13 +20,14 @@ MAX_NGRAM_TOKENS = 16
 
 
 def resolve_tree(tree: str | DraftTree | DynamicShape, adapter: BitaAdapter) -> DraftTree | DynamicShape:
-    """A tree spec (``dynamic:ROWS``: a tree chosen per pass within ROWS rows) as the tree or shape
-    it names, checked against ``adapter``."""
+    """A tree spec (``dynamic:ROWS[/DEPTH]``: a tree chosen per pass within ROWS rows, its mask groups
+    DEPTH deep or as deep as forecasts best) as the tree or shape it names, checked against ``adapter``."""
     if isinstance(tree, str) and tree.strip().lower().startswith(DYNAMIC + ":"):
-        rows = tree.strip()[len(DYNAMIC) + 1:]
-        if not rows.isdigit():
-            raise BitaError(f"invalid tree spec {tree!r}: expected 'dynamic:ROWS', e.g. 'dynamic:12'")
-        return dynamic_shape(adapter, int(rows))
+        rows, _, depth = tree.strip()[len(DYNAMIC) + 1:].partition("/")
+        if not rows.isdigit() or not (depth.isdigit() or not depth):
+            raise BitaError(f"invalid tree spec {tree!r}: expected 'dynamic:ROWS' or 'dynamic:ROWS/DEPTH', "
+                            "e.g. 'dynamic:12'")
+        return dynamic_shape(adapter, int(rows), int(depth) if depth else None)
     tree = parse_tree_spec(tree) if isinstance(tree, str) else tree
     if tree.depth > adapter.n_masks:
         raise BitaError(f"tree {tree.spec!r} has depth {tree.depth} but the adapter drafts only "

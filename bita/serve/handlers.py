@@ -14,10 +14,13 @@ from typing import TypeVar
 
 import gradio as gr
 
+from viz.acceptance import depth_figure, forecast_figure
+from viz.notice import notice_figure
 from viz.passes import tokens_per_pass_figure
 from viz.race import race_figure
 from viz.tokens import legend_html, output_html
 
+from ..decode.records import StepRecord
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..errors import BitaError
@@ -81,6 +84,21 @@ def seed_of(text: str | int | None) -> int | None:
     return int(seed) if seed else None
 
 
+def answer_figures(records: list[StepRecord], plan: TreePlan) -> tuple:
+    """One answer's acceptance per depth, and auto's forecast against the tokens/s it measured."""
+    if plan.tree is None or not any(r.nodes for r in records):
+        empty = notice_figure("This answer drafted nothing (plain AR passes): no acceptance to show.")
+        return empty, empty
+    tokens, seconds = sum(len(r.emitted) for r in records), sum(r.seconds for r in records)
+    if not plan.ranking:
+        forecast = notice_figure(f"The tree {plan.spec} was asked for, so auto forecast nothing: choose tree "
+                                 "'auto' to see the shapes it weighs.")
+    else:
+        forecast = forecast_figure(plan.ranking, plan.ar_tokens_per_second, plan.spec,
+                                   tokens / max(seconds, 1e-9), tokens / len(records))
+    return depth_figure(records), forecast
+
+
 class ModelHandlers:
     """The chat and race handlers over the shared ``engine``; the chat's last update opens the
     answer's best pass in ``inspector``. Bad input raises gr.Error, which the page shows."""
@@ -102,7 +120,7 @@ class ModelHandlers:
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
-        message box, inspected answer, 4 pass views, tokens per pass); the last 6 only at the end."""
+        message box, inspected answer, 4 pass views, 3 answer figures); the last 8 only at the end."""
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
@@ -128,11 +146,11 @@ class ModelHandlers:
 
         for _ in throttled(progress(), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield *answer_view(), updated, "", *([gr.skip()] * 6)
+            yield *answer_view(), updated, "", *([gr.skip()] * 8)
         shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
         yield (*answer_view(), updated, "", -1, *self.inspector.pass_views(updated, -1, shown),
-               tokens_per_pass_figure(records))
+               tokens_per_pass_figure(records), *answer_figures(turn.records, request.plan))
 
     def side_by_side(self, prompt, *settings):
         """Plain AR and BiTA racing on ``prompt``, one pass each in turn, streamed: (AR text,

@@ -55,11 +55,18 @@ class InspectorPanel:
     passes_plot: gr.Plot
     pass_story: gr.Markdown
     attention_plot: gr.Plot
+    depth_plot: gr.Plot
+    forecast_plot: gr.Plot
 
     @property
     def views(self) -> list:
         """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention."""
         return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot]
+
+    @property
+    def answer_views(self) -> list:
+        """What ``answer_figures`` fills: tokens per pass, acceptance per depth, forecast vs measured."""
+        return [self.passes_plot, self.depth_plot, self.forecast_plot]
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,12 @@ def inspector_panel() -> InspectorPanel:
             passes_plot = gr.Plot(label="tokens per pass", min_width=340)
         pass_story = gr.Markdown()
         attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
-    return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story, attention_plot)
+        with gr.Row():
+            depth_plot = gr.Plot(label="acceptance per depth", min_width=340, elem_id="depth-plot")
+            forecast_plot = gr.Plot(label="what auto expected, and what this answer measured", min_width=340,
+                                    elem_id="forecast-plot")
+    return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story, attention_plot,
+                          depth_plot, forecast_plot)
 
 
 def race_tab() -> RaceTab:

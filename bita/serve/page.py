@@ -48,7 +48,7 @@ def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> No
     model_work = dict(concurrency_limit=concurrency, concurrency_id="model")
     chat_inputs = [chat.message, page.conversation, *page.settings]
     chat_outputs = [chat.chatbot, chat.answer, chat.status, page.conversation, chat.message, page.inspected,
-                    *inspector.views, inspector.passes_plot]
+                    *inspector.views, *inspector.answer_views]
     sent = [chat.message.submit(handlers.chat, chat_inputs, chat_outputs, api_name="chat", **model_work),
             chat.send.click(handlers.chat, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
     race_inputs = [race.prompt, *page.settings]

@@ -7,10 +7,11 @@ from conftest import RAW_PROBABILITIES
 from bita.decode.masks import decode_layout
 from bita.drafts.dynamic import DynamicShape
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
-from bita.model.rank_stats import MISS
+from bita.errors import BitaError
+from bita.model.rank_stats import MISS, decode_pass, encode_pass
 from bita.plan.acceptance import Forecast, forecast
 from bita.plan.autotree import CostTable, choose_tree
-from bita.plan.dynamic_plan import ScoredPass, forecast_passes
+from bita.plan.dynamic_plan import ScoredPass, forecast_passes, stored_passes
 
 SURE = [[0.9, 0.05, 0.02, 0.01], [0.9, 0.05, 0.02, 0.01], [0.9, 0.05, 0.02, 0.01]]
 UNSURE = [[0.4, 0.35, 0.1, 0.05], [0.3, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.1]]
@@ -60,7 +61,7 @@ def test_auto_chooses_among_given_forecasts_by_tokens_per_second():
     wide = parse_tree_spec("full:3,3,2")  # 1 + 33 + 34*3 rows: accepts as much, costs far more
     choice = choose_tree(None, costs, 3, forecasts=[(wide, forecast_passes(wide, passes)),
                                                     (dynamic, forecast_passes(dynamic, passes))])
-    assert choice.tree is dynamic and choice.ranking[0][0] == "dynamic:10"
+    assert choice.tree is dynamic and choice.ranking[0][0] == "dynamic:10/3"
     assert choice.tokens_per_second == pytest.approx(4 / 0.06)
 
 
@@ -71,3 +72,17 @@ def test_the_long_run_mixes_drafted_and_draftless_passes():
     assert guess.tokens_per_second(0.1, 0.05) == pytest.approx(2.5 / 0.075)
     plain = Forecast("y", 3.0, 0.5, 10, 4)  # draftless passes emit one token and are followed by a drafted one
     assert plain.tokens_per_pass == pytest.approx((3.0 + 0.5) / 1.5)
+
+
+def test_a_stored_pass_reads_back_and_a_corrupted_sample_is_refused():
+    line = encode_pass([0, -1, 2], [[546, 91], [382, 166], [213, 93]], [4, 2])
+    assert decode_pass(line) == ((0, -1, 2), [[0.546, 0.091], [0.382, 0.166], [0.213, 0.093]], 4, 2)
+
+    class Config:
+        acceptance = {"pass_sample": [line, "0,0|garbage"]}
+
+    class Adapter:
+        config = Config()
+
+    with pytest.raises(BitaError, match="corrupted"):
+        stored_passes(Adapter())

@@ -192,6 +192,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MARKER_POINTS = """() => document.querySelector('#tree-plot .js-plotly-plot').data
     .filter(trace => (trace.mode || '').includes('markers')).reduce((n, trace) => n + trace.x.length, 0)"""
+WHY_DRAWN = "document.querySelectorAll('#depth-plot .js-plotly-plot, #forecast-plot .js-plotly-plot').length == 2"
+WHY_BARS = "['#depth-plot', '#forecast-plot'].map(id => document.querySelector(id + ' .js-plotly-plot').data[0].y.length)"
 RACE_DONE = "[...document.querySelectorAll('td')].filter(td => td.textContent == 'done').length == 2"
 
 
@@ -200,8 +202,10 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
     """A real browser, at a desktop's and a phone's width, with the default settings: a message
     sent with Enter streams into a chat bubble of coloured tokens, and Copy answer copies it as
     plain text; the inspector draws a pass's draft tree with drafts in it, opens the pass of a
-    clicked token and steps to the next; the race, started with Enter, draws both lanes. Saves
-    ``test-artifacts/app-{width}.png`` and ``race-{width}.png``."""
+    clicked token and steps to the next; under it, the answer's acceptance per depth and auto's
+    forecast against the measured rate; the race, started with Enter, draws both lanes. Saves
+    ``test-artifacts/app-{width}.png``, ``why-depth-{width}.png``, ``why-forecast-{width}.png`` and
+    ``race-{width}.png``."""
     from playwright.sync_api import sync_playwright
 
     assert Path(CHROMIUM).exists(), "install Debian's chromium (setup.sh does: apt-get install chromium)"
@@ -219,6 +223,10 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
         colours = page.evaluate("new Set([...document.querySelectorAll('#chat .bita-tok')]"
                                 ".map(span => span.style.backgroundColor)).size")
         tree_points = page.evaluate(MARKER_POINTS)
+        page.wait_for_function(WHY_DRAWN, timeout=60_000)
+        depth_bars, forecast_bars = page.evaluate(WHY_BARS)
+        for view in ("depth", "forecast"):
+            page.locator(f"#{view}-plot").screenshot(path=str(ARTIFACTS / f"why-{view}-{width}.png"))
         page.screenshot(path=str(ARTIFACTS / f"app-{width}.png"), full_page=True)
 
         token = page.locator("#chat .bita-tok").nth(3)
@@ -239,4 +247,5 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
     assert answer.strip() and colours >= 2  # accepted drafts and bonus tokens, at least
     assert copied == answer  # plain text, not the coloured HTML
     assert tree_points > 2  # the root, the bonus and at least one draft
+    assert depth_bars >= 1 and forecast_bars >= 2  # depths reached; the shapes auto weighed and plain AR
     assert len(lanes) == 2 and min(lanes) > 2

@@ -17,6 +17,7 @@ from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.model.rank_stats import stored_ranks
 from bita.plan.acceptance import forecast
+from bita.plan.dynamic_plan import dynamic_shape, forecast_passes, stored_passes, stored_reliability
 from bita.training.data import read_samples
 from bita.training.objective import SarObjective, make_batch
 from bita.training.train import TrainConfig, train
@@ -63,6 +64,11 @@ def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path, prompt_
     assert saved.config.acceptance["samples"] == 4 and saved.config.acceptance["passes"] > 50
     # the learnt drafts are right at every depth, so a 3-deep chain is forecast to emit ~4 tokens a pass
     assert forecast(parse_tree_spec("chain:3"), stored_ranks(saved)).tokens_per_pass > 3.5
+    # and what dynamic trees need: sure drafts score high, and the sampled passes forecast the same
+    assert stored_reliability(saved).scores([[0.99]])[0][0] > 0.9
+    passes = stored_passes(saved)
+    assert len(passes) == min(saved.config.acceptance["passes"], 1500) and all(len(p.probs) == 3 for p in passes)
+    assert forecast_passes(dynamic_shape(saved, 16), passes).tokens_per_pass > 3.5
     assert torch.equal(saved.mask_embeddings, adapter.mask_embeddings.detach())
 
 
