@@ -36,13 +36,14 @@ def measure(loaded, adapter, prompts, config: str, max_new_tokens: int) -> dict:
     tokens, passes, rows, answers = Counter(), Counter(), [], hashlib.sha1()
     started = time.perf_counter()
     for prompt in tqdm(prompts, desc=config):
-        ids = encode_chat(loaded.tokenizer, list(prompt.messages))
+        ids, answer = encode_chat(loaded.tokenizer, list(prompt.messages)), []
         for record in bita_steps(loaded.model, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
                                  ngram_tokens=plan.ngram_tokens, ngram_groups=groups):
             tokens[prompt.category] += len(record.emitted)
             passes[prompt.category] += 1
             rows += [record.rows] if record.kind == "tree" else []
-            answers.update(str(record.emitted).encode())
+            answer += record.emitted
+        answers.update(f"{prompt.id}:{answer};".encode())
     return {"config": config, "plan": plan.spec, "prompts": len(prompts), "new_tokens": sum(tokens.values()),
             "forward_passes": sum(passes.values()), "tau": round(sum(tokens.values()) / sum(passes.values()), 3),
             "rows_per_pass": round(statistics.mean(rows), 2), "max_rows": max(rows),
