@@ -35,6 +35,18 @@ def test_bita_matches_hf_generate_on_chat_prompts(default_model, adapter, prompt
     assert bita.text.strip()
 
 
+@pytest.mark.parametrize("spec", ["dynamic:12", "dynamic:24"])
+def test_dynamic_trees_on_the_recalibrated_adapter_match_hf_generate(default_model, adapter, spec):
+    """The shipped adapter's stored reliability builds each pass's tree; its drafts carry their chances."""
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[0]}])
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, spec, drafts="masks"))
+    assert bita.tokens == hf_generate(default_model.model, ids, 48, default_model.eos_token_ids)
+    passes = [r for r in bita.steps if r.kind == "tree" and r.nodes]
+    assert passes and all(r.rows <= int(spec.split(":")[1]) for r in passes)
+    assert all(0 < n.chance <= 1 for r in passes for n in r.nodes)
+    assert bita.mean_accepted > 1.2
+
+
 def test_stop_strings_stop_both_loops_at_the_same_token(default_model, adapter):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[2]}])
     stops = ("\n",)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..drafts.dynamic import DynamicShape
-from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
+from ..drafts.tree import DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
@@ -143,22 +143,20 @@ def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | N
     return TreeChoice(best_tree, best_rate, ar_rate, ranking, best_tree)
 
 
-def sampled_forecasts(adapter: BitaAdapter, ngram_tokens: int) -> list[tuple[Shape, Forecast]]:
-    """Every static candidate and dynamic budget (and, with a chain, the chain alone), forecast
-    with n-gram chains of ``ngram_tokens`` on the adapter's pass sample; none where its statistics
-    predate dynamic trees (then static trees are forecast from the rank counts, without chains)."""
+def sampled_forecasts(adapter: BitaAdapter) -> list[tuple[Shape, Forecast]]:
+    """Every static candidate and dynamic budget, forecast on the adapter's pass sample; none where
+    its statistics predate dynamic trees (then static trees are forecast from the rank counts)."""
     try:
         passes = stored_passes(adapter)
-        shapes = [dynamic_shape(adapter, rows) for rows in DYNAMIC_ROWS]
+        dynamic = [dynamic_shape(adapter, rows) for rows in DYNAMIC_ROWS]
     except BitaError:
         return []
-    shapes += [parse_tree_spec(spec) for spec in candidate_trees(adapter.n_masks)]
-    shapes += [EMPTY_TREE] if ngram_tokens else []
-    return [(shape, forecast_passes(shape, passes, ngram_tokens)) for shape in shapes]
+    # static shapes first: on a tie (a dynamic tree of a static one's rows may forecast the same) the static one wins
+    shapes = [parse_tree_spec(spec) for spec in candidate_trees(adapter.n_masks)] + dynamic
+    return [(shape, forecast_passes(shape, passes)) for shape in shapes]
 
 
-def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, ngram_tokens: int = 0) -> TreeChoice:
-    """Choose for this model, adapter and device (measuring pass costs once per device); the
-    ``ngram_tokens`` chain is added to every pass (0: none)."""
+def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:
+    """Choose for this model, adapter and device (measuring pass costs once per device)."""
     return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks,
-                       forecasts=sampled_forecasts(adapter, ngram_tokens))
+                       forecasts=sampled_forecasts(adapter))

@@ -59,7 +59,8 @@ def stored_passes(adapter: BitaAdapter) -> list[ScoredPass]:
     try:
         return [ScoredPass(*decode_pass(line)) for line in record]
     except (ValueError, TypeError, AttributeError):
-        raise BitaError("this adapter's pass sample is corrupted: run 'python -m bita calibrate --adapter DIR'") from None
+        raise BitaError("this adapter's pass sample is corrupted: "
+                        "run 'python -m bita calibrate --adapter DIR'") from None
 
 
 def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0) -> Forecast:

@@ -60,17 +60,15 @@ class TreePlan:
         return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
 
 
-def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
-               ngram_tokens: int = 0) -> TreePlan:
-    """An explicit tree as given, or for ``auto`` the shape (static or dynamic, or with a chain
-    of ``ngram_tokens`` the chain alone) with the highest expected tokens/s on this device, or
-    plain AR where none beats it (``drafting``: the best tree even then) or the adapter has no
-    acceptance statistics."""
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False) -> TreePlan:
+    """An explicit tree as given, or for ``auto`` the shape (static or dynamic) with the highest
+    expected tokens/s on this device, or plain AR where none beats it (``drafting``: the best tree
+    even then) or the adapter has no acceptance statistics."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
     try:
-        choice = auto_tree(loaded, adapter, ngram_tokens)
+        choice = auto_tree(loaded, adapter)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
@@ -84,9 +82,11 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
-    adds the chain to the mask tree (``auto`` forecasts each shape with the chain, from the
-    adapter's pass sample); where nothing pays it drafts with the chain alone rather than decoding
-    plain AR: a pass whose n-grams match nothing is one row, like an AR pass.
+    adds the chain to the mask tree, which ``auto`` chooses from mask forecasts alone: the chain's
+    forecast (``dynamic_plan.forecast_passes`` with ``ngram_tokens``) runs high on the self-generated
+    calibration data, whose answers repeat themselves more than real ones (measured on MT-Bench,
+    docs/speed.md), and picked the chain alone where masks + chain measured better. Where no tree pays it drafts with
+    the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is one row.
     """
     if isinstance(tree, TreePlan):
         return tree
@@ -102,7 +102,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting, ngram_tokens)
+    masks = plan_masks(loaded, adapter, tree, drafting)  # chosen without the chain: see above
     if masks.tree is None:
         return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens,
                        reason=f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft is one "
