@@ -10,8 +10,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config  # noqa: E402
 
+from bita.decode.autoregressive import ar_steps  # noqa: E402
+from bita.decode.hf_reference import hf_generate  # noqa: E402
+from bita.decode.step import bita_steps  # noqa: E402
+from bita.decode.stopping import StopCondition  # noqa: E402
 from bita.drafts.dynamic import DynamicShape, Reliability  # noqa: E402
 from bita.drafts.tree import parse_tree_spec  # noqa: E402
+from bita.model.adapter import BitaAdapter  # noqa: E402
 
 VOCAB = 512
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -64,6 +69,17 @@ def default_model():
     from bita.model.loading import load_model
 
     return load_model("default", device="cpu")
+
+
+def assert_lossless(model: torch.nn.Module, spec: str, prompts: list[list[int]], new_tokens: int = 20) -> None:
+    """Our AR loop, and BiTA with tree ``spec`` plus n-gram chains of 3 (a random adapter), emit HF
+    ``generate``'s greedy tokens for each prompt."""
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
+    for prompt in prompts:
+        reference = hf_generate(model, prompt, new_tokens, [])
+        assert [t for r in ar_steps(model, prompt, StopCondition(new_tokens)) for t in r.emitted] == reference
+        steps = bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(new_tokens), ngram_tokens=3)
+        assert [t for r in steps for t in r.emitted] == reference
 
 
 RAW_PROBABILITIES = Reliability(tuple(i / 100 for i in range(1, 101)), (tuple(i / 100 for i in range(1, 101)),))

@@ -72,7 +72,7 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
 
     def hover(i: int) -> str:
         n = nodes[i]
-        chance = f"<br>estimated chance {n.chance:.2f}: what the dynamic tree chose it by" if n.chance is not None else ""
+        chance = "" if n.chance is None else f"<br>estimated chance {n.chance:.2f}: what the dynamic tree chose it by"
         return (f"{token_label(decode, n.token, 40)}<br>depth {n.depth}<br>{draft_origin(n, 3)}{chance}"
                 f"<br>{n.status}{'<br>carries a mask group' if n.has_group else ''}")
 

@@ -51,13 +51,18 @@ class PassLayout:
         return self.tree.group_anchors.index(anchor)
 
 
+def layout_rows(tree: DraftTree, n_masks: int, chain: int = 1) -> int:
+    """Rows of ``decode_layout(tree, n_masks, chain)``, without building it."""
+    return chain + tree.size + len(tree.group_anchors) * n_masks
+
+
 @lru_cache(maxsize=256)
 @torch.inference_mode(False)  # cached: must stay usable by autograd even if first built while decoding
 def decode_layout(tree: DraftTree, n_masks: int, chain: int = 1) -> PassLayout:
     """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups."""
     n_nodes = tree.size
     n_groups = len(tree.group_anchors)
-    rows = chain + n_nodes + n_groups * n_masks
+    rows = layout_rows(tree, n_masks, chain)
     visible = torch.zeros(rows, rows, dtype=torch.bool)
     offsets = torch.zeros(rows, dtype=torch.long)
     is_mask = torch.zeros(rows, dtype=torch.bool)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from ..drafts.dynamic import DynamicShape, dynamic_tree, node_chances
+from ..drafts.dynamic import DynamicShape, dynamic_tree
 from ..drafts.ngram import NgramIndex
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
@@ -111,9 +111,7 @@ def pass_tree(tree: DraftTree | DynamicShape, drafts: Drafts | None,
         return tree, None
     if drafts is None:
         return EMPTY_TREE, []
-    probs = drafts.probs.tolist()
-    masks = dynamic_tree(probs, tree, reserved_rows)
-    return masks, node_chances(masks, probs, tree.reliability)
+    return dynamic_tree(drafts.probs.tolist(), tree, reserved_rows)
 
 
 def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
@@ -184,8 +182,7 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 
 @torch.inference_mode()
 def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree | DynamicShape,
-              index: int,
-              record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
+              index: int, record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
               sampling: Sampling = GREEDY, generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
 
@@ -242,8 +239,9 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
                ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
     """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
-    ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass). ``ngram_tokens`` > 0 adds to every
-    pass the n-gram chain of up to that many tokens looked up in prompt + output (bita/ngram.py).
+    ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass).
+    ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many tokens looked up in
+    prompt + output (bita/ngram.py).
     ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
     exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
     """

@@ -88,11 +88,13 @@ def path_ends(nodes: list[tuple[int, tuple[int, ...], float]]) -> tuple[float, l
     return max(root_end, 0.0), [max(end, 0.0) for end in ends]
 
 
-def dynamic_tree(probs: Sequence[Sequence[float]], shape: DynamicShape, reserved_rows: int = 0) -> DraftTree:
+def dynamic_tree(probs: Sequence[Sequence[float]], shape: DynamicShape,
+                 reserved_rows: int = 0) -> tuple[DraftTree, list[float]]:
     """The tree for one pass from its drafts' probabilities [depth][rank] (the first ``shape.depth``
     depths), within ``shape.rows - reserved_rows`` rows (``reserved_rows``: what the pass adds
-    besides, an n-gram chain). The best N nodes for a smaller N are the first N of the best for a
-    larger, so one search serves every split between nodes and groups."""
+    besides, an n-gram chain), and each node's estimated chance of being accepted (what chose it).
+    The best N nodes for a smaller N are the first N of the best for a larger, so one search
+    serves every split between nodes and groups."""
     scores = [row[:shape.max_rank] for row in shape.reliability.scores(probs[:shape.depth])]
     budget = shape.rows - reserved_rows - 1 - shape.depth  # the root and its group
     ranked = best_nodes(scores, max(budget, 0))
@@ -107,16 +109,7 @@ def dynamic_tree(probs: Sequence[Sequence[float]], shape: DynamicShape, reserved
         if value > best[0] + 1e-12:
             best = (value, nodes, grouped)
     _, nodes, grouped = best
-    return DraftTree(tuple(TreeNode(parent, len(ranks), ranks[-1], i in grouped)
+    tree = DraftTree(tuple(TreeNode(parent, len(ranks), ranks[-1], i in grouped)
                            for i, (parent, ranks, _) in enumerate(nodes)), shape.spec)
+    return tree, [chance for _, _, chance in nodes]
 
-
-def node_chances(tree: DraftTree, probs: Sequence[Sequence[float]], reliability: Reliability) -> list[float]:
-    """Per node of ``tree`` (parents first), its estimated chance of being accepted: the product of
-    its path's calibrated draft chances (what ``dynamic_tree`` chose it by)."""
-    scores = reliability.scores(probs)
-    chances: list[float] = []
-    for node in tree.nodes:
-        above = 1.0 if node.parent == ROOT else chances[node.parent]
-        chances.append(above * scores[node.depth - 1][node.rank])
-    return chances

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..decode.masks import decode_layout
+from ..decode.masks import layout_rows
 from ..decode.records import StepRecord
 from ..decode.verify import walk_ranks
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
@@ -70,6 +70,13 @@ class Forecast:
         return self.tokens_per_pass / (drafted * tree_seconds + draftless * draftless_seconds)
 
 
+def walk_outcome(tree: DraftTree, ranks: tuple[int, ...]) -> tuple[int, bool]:
+    """(accepted drafts, whether the accepted path ends on a node that carries no mask group) when the
+    true tokens have draft ranks ``ranks``."""
+    accepted, last = walk_ranks(tree, ranks)
+    return accepted, last != ROOT and not tree.nodes[last].has_group
+
+
 def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[int, ...]]) -> Forecast:
     """Expected acceptance of ``tree`` over sampled passes: a list of rank tuples, or a mapping
     from rank tuple to how many passes had it (must be non-empty)."""
@@ -79,8 +86,8 @@ def forecast(tree: DraftTree, ranks: Mapping[tuple[int, ...], int] | list[tuple[
         raise ValueError("forecast needs at least one pass of draft ranks")
     tokens = draftless = 0
     for rank, count in counts.items():
-        accepted, last = walk_ranks(tree, rank)
+        accepted, groupless = walk_outcome(tree, rank)
         tokens += (accepted + 1) * count
-        draftless += count * (last != ROOT and not tree.nodes[last].has_group)
-    return Forecast(tree.spec, tokens / total, draftless / total, decode_layout(tree, tree.depth).rows,
-                    decode_layout(EMPTY_TREE, tree.depth).rows)
+        draftless += count * groupless
+    return Forecast(tree.spec, tokens / total, draftless / total, layout_rows(tree, tree.depth),
+                    layout_rows(EMPTY_TREE, tree.depth))

@@ -27,7 +27,7 @@ from ..model.loading import LoadedModel, cache_root
 from ..model.rank_stats import stored_ranks
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
-from .dynamic_plan import DYNAMIC_ROWS, dynamic_shape, forecast_passes, stored_passes
+from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes, forecast_passes, stored_passes
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -148,12 +148,13 @@ def sampled_forecasts(adapter: BitaAdapter) -> list[tuple[Shape, Forecast]]:
     its statistics predate dynamic trees (then static trees are forecast from the rank counts)."""
     try:
         passes = stored_passes(adapter)
-        dynamic = [dynamic_shape(adapter, rows) for rows in DYNAMIC_ROWS]
+        shapes = [dynamic_shapes(adapter, rows) for rows in DYNAMIC_ROWS]
     except BitaError:
         return []
     # static shapes first: on a tie (a dynamic tree of a static one's rows may forecast the same) the static one wins
-    shapes = [parse_tree_spec(spec) for spec in candidate_trees(adapter.n_masks)] + dynamic
-    return [(shape, forecast_passes(shape, passes)) for shape in shapes]
+    static = [(tree := parse_tree_spec(spec), forecast_passes(tree, passes))
+              for spec in candidate_trees(adapter.n_masks)]
+    return static + [best_forecast(depths, passes) for depths in shapes]
 
 
 def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:

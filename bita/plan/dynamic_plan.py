@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decode.masks import decode_layout
-from ..decode.verify import walk_ranks
+from ..decode.masks import layout_rows
 from ..drafts.dynamic import DynamicShape, Reliability, dynamic_tree
-from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
+from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.rank_stats import SAMPLE_RANKS, decode_pass
-from .acceptance import Forecast
+from .acceptance import Forecast, walk_outcome
 
 DYNAMIC = "dynamic"  # tree specs "dynamic:ROWS[/DEPTH]"
 DYNAMIC_ROWS = (6, 8, 10, 12, 16, 20, 24)  # budgets ``auto`` considers
@@ -73,22 +72,21 @@ def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ng
     for scored in passes:
         proposed = min(scored.ngram_proposed, ngram_tokens)
         right = min(scored.ngram_right, proposed)
-        masks = dynamic_tree(scored.probs, tree, proposed) if isinstance(tree, DynamicShape) else tree
-        accepted, last = walk_ranks(masks, scored.ranks)
+        masks = dynamic_tree(scored.probs, tree, proposed)[0] if isinstance(tree, DynamicShape) else tree
+        accepted, groupless = walk_outcome(masks, scored.ranks)
         tokens += max(accepted, right) + 1
-        draftless += tree.depth > 0 and (right > accepted or (last != ROOT and not masks.nodes[last].has_group))
-        rows += decode_layout(masks, tree.depth).rows + proposed
+        draftless += tree.depth > 0 and (right > accepted or groupless)
+        rows += layout_rows(masks, tree.depth) + proposed
         chains, chain_tokens, chain_hits = chains + proposed, chain_tokens + right, chain_hits + (right > 0)
     count = len(passes)
     return Forecast(tree.spec + (f"+ngram:{ngram_tokens}" if ngram_tokens else ""), tokens / count,
-                    draftless / count, rows / count, decode_layout(EMPTY_TREE, tree.depth).rows + chains / count,
+                    draftless / count, rows / count, layout_rows(EMPTY_TREE, tree.depth) + chains / count,
                     1 + chain_tokens / count, chain_hits / count)
 
 
-def dynamic_shape(adapter: BitaAdapter, rows: int, depth: int | None = None) -> DynamicShape:
-    """A ``rows``-row dynamic shape for ``adapter`` with mask groups of ``depth`` masks (the depths
-    drafted), or, with ``depth`` None, of the depth whose forecast tau on the adapter's pass sample
-    is highest: a deep group drafts further but costs its rows on every node that carries one."""
+def dynamic_shapes(adapter: BitaAdapter, rows: int, depth: int | None = None) -> list[DynamicShape]:
+    """The ``rows``-row dynamic shapes for ``adapter`` with mask groups of ``depth`` masks (the depths
+    drafted), or of every depth its masks allow and the budget fits."""
     if depth is not None and not 1 <= depth <= adapter.n_masks:
         raise BitaError(f"a dynamic tree's depth must be from 1 to the adapter's {adapter.n_masks} masks, not {depth}")
     depths = [depth] if depth else range(1, adapter.n_masks + 1)
@@ -96,8 +94,18 @@ def dynamic_shape(adapter: BitaAdapter, rows: int, depth: int | None = None) -> 
         raise BitaError(f"a dynamic tree needs at least {2 + min(depths)} rows (the root, its mask group of "
                         f"{min(depths)} and one candidate), not {rows}")
     reliability = stored_reliability(adapter)
-    shapes = [DynamicShape(rows, d, SAMPLE_RANKS, DRAFT_VALUE, reliability) for d in depths if rows >= 2 + d]
-    if len(shapes) == 1:
-        return shapes[0]
-    passes = stored_passes(adapter)
-    return max(shapes, key=lambda shape: forecast_passes(shape, passes).tokens_per_pass)
+    return [DynamicShape(rows, d, SAMPLE_RANKS, DRAFT_VALUE, reliability) for d in depths if rows >= 2 + d]
+
+
+def best_forecast(shapes: list[DynamicShape], passes: list[ScoredPass]) -> tuple[DynamicShape, Forecast]:
+    """The shape with the highest forecast tau on ``passes``, with its forecast: a deep group drafts
+    further but costs its rows on every node that carries one."""
+    return max(((shape, forecast_passes(shape, passes)) for shape in shapes),
+               key=lambda pair: pair[1].tokens_per_pass)
+
+
+def dynamic_shape(adapter: BitaAdapter, rows: int, depth: int | None = None) -> DynamicShape:
+    """A ``rows``-row dynamic shape for ``adapter``: of ``depth``, or with ``depth`` None of the depth
+    forecast best on the adapter's pass sample (``best_forecast``)."""
+    shapes = dynamic_shapes(adapter, rows, depth)
+    return shapes[0] if len(shapes) == 1 else best_forecast(shapes, stored_passes(adapter))[0]

@@ -16,7 +16,8 @@ from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE
 from bita.model.adapter import BitaAdapter
 
-SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1", "dynamic:8", "dynamic:16"]
+SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1",
+         "dynamic:8", "dynamic:16"]
 
 
 def emitted(steps):

@@ -3,16 +3,11 @@ and transformers' path kept for what it does not support."""
 
 import pytest
 import torch
-from conftest import random_prompts, tiny_model
+from conftest import assert_lossless, random_prompts, tiny_model
 from transformers import DynamicCache
 
-from bita.decode.autoregressive import ar_steps
-from bita.decode.hf_reference import hf_generate
 from bita.decode.masks import additive_mask
-from bita.decode.step import bita_steps, forward_rows, new_cache
-from bita.decode.stopping import StopCondition
-from bita.drafts.tree import parse_tree_spec
-from bita.model.adapter import BitaAdapter
+from bita.decode.step import forward_rows, new_cache
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
 from bita.model.kernels import apply_kernels
 from bita.model.lean_llama import LEAN_TYPES, attach_lean, lean_of, lean_unsupported
@@ -64,12 +59,7 @@ def test_lean_hidden_states_are_transformers(arch, plan):
 @pytest.mark.parametrize("arch", LEAN_TYPES)
 def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, one_thread):
     model = lean_model(arch, MIXED)
-    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
-    for prompt in random_prompts(3, seed=21):
-        reference = hf_generate(model, prompt, 20, [])
-        assert [t for r in ar_steps(model, prompt, StopCondition(20)) for t in r.emitted] == reference
-        steps = bita_steps(model, adapter, prompt, parse_tree_spec(spec), StopCondition(20), ngram_tokens=3)
-        assert [t for r in steps for t in r.emitted] == reference
+    assert_lossless(model, spec, random_prompts(3, seed=21))
 
 
 def test_the_static_cache_grows_and_crops_in_place():

@@ -5,14 +5,9 @@ the graphs themselves needs a CUDA device and is not tested here."""
 
 import pytest
 import torch
-from conftest import random_prompts, tiny_model
+from conftest import assert_lossless, random_prompts, tiny_model
 
-from bita.decode.autoregressive import ar_steps
-from bita.decode.hf_reference import hf_generate
-from bita.decode.step import bita_steps, forward_rows, new_cache
-from bita.decode.stopping import StopCondition
-from bita.drafts.tree import parse_tree_spec
-from bita.model.adapter import BitaAdapter
+from bita.decode.step import forward_rows, new_cache
 from bita.model.lean_llama import LEAN_TYPES, LeanLlama
 from bita.model.padded import PaddedLean, agrees_with_transformers
 from bita.model.static_kv import StaticKV
@@ -48,12 +43,7 @@ def test_padded_passes_give_the_lean_forwards_hidden_states(arch):
 @pytest.mark.parametrize("arch", LEAN_TYPES)
 def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one_thread):
     model = padded_model(arch)
-    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
-    for prompt in random_prompts(2, seed=5):
-        reference = hf_generate(model, prompt, 20, [])
-        assert [t for r in ar_steps(model, prompt, StopCondition(20)) for t in r.emitted] == reference
-        steps = bita_steps(model, adapter, prompt, parse_tree_spec(spec), StopCondition(20), ngram_tokens=3)
-        assert [t for r in steps for t in r.emitted] == reference
+    assert_lossless(model, spec, random_prompts(2, seed=5))
 
 
 def test_the_load_time_check_accepts_the_padded_forward_and_catches_a_wrong_one():

@@ -35,7 +35,8 @@ def test_a_chain_that_is_right_further_wins_and_leaves_the_next_pass_without_mas
     assert guess.tokens_per_drafted_pass == pytest.approx((4 + 4 + 1) / 3)
     assert guess.draftless_share == pytest.approx(1 / 3)
     assert guess.rows == pytest.approx(decode_layout(tree, 3).rows + 8 / 3)  # the tree's rows and the chains' tokens
-    assert guess.tokens_per_draftless_pass == pytest.approx(1 + 4 / 3) and guess.draftless_repeat == pytest.approx(2 / 3)
+    assert guess.tokens_per_draftless_pass == pytest.approx(1 + 4 / 3)
+    assert guess.draftless_repeat == pytest.approx(2 / 3)
     shorter = forecast_passes(parse_tree_spec("chain:3"), passes, ngram_tokens=2)  # chains cut to 2: right 2, 1
     assert shorter.tokens_per_drafted_pass == pytest.approx((3 + 4 + 1) / 3)
 

@@ -193,7 +193,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 MARKER_POINTS = """() => document.querySelector('#tree-plot .js-plotly-plot').data
     .filter(trace => (trace.mode || '').includes('markers')).reduce((n, trace) => n + trace.x.length, 0)"""
 WHY_DRAWN = "document.querySelectorAll('#depth-plot .js-plotly-plot, #forecast-plot .js-plotly-plot').length == 2"
-WHY_BARS = "['#depth-plot', '#forecast-plot'].map(id => document.querySelector(id + ' .js-plotly-plot').data[0].y.length)"
+WHY_BARS = ("['#depth-plot', '#forecast-plot']"
+            ".map(id => document.querySelector(id + ' .js-plotly-plot').data[0].y.length)")
 RACE_DONE = "[...document.querySelectorAll('td')].filter(td => td.textContent == 'done').length == 2"
 
 

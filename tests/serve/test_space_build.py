@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from bita.bench.baselines import run_hf
+from bita.cli.deploy import build_space, front_matter_value
 from bita.model.loading import encode_chat
 from bita.serve.app_process import running_app
-from bita.cli.deploy import build_space, front_matter_value
 from bita.serve.space_runtime import SPACE
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
