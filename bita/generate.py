@@ -82,7 +82,7 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
     """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
     (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator."""
     sampling = check_sampling(sampling)
-    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens)
+    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling)
     if plan.tree is None:
         return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)

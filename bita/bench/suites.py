@@ -77,8 +77,8 @@ def from_jsonl(path: str | Path) -> list[BenchPrompt]:
                 or messages[-1].get("role") != "user" or not messages[-1]["content"].strip()):
             raise BitaError(f"{path}:{number}: needs a non-empty 'prompt' string or a 'messages' list ending "
                             "with a user turn")
-        prompts.append(BenchPrompt(str(record.get("id", f"{path.stem}/{number}")), str(record.get("category", "prompts")),
-                                   tuple(messages)))
+        prompts.append(BenchPrompt(str(record.get("id", f"{path.stem}/{number}")),
+                                   str(record.get("category", "prompts")), tuple(messages)))
     if not prompts:
         raise BitaError(f"{str(path)!r} holds no prompts")
     return prompts

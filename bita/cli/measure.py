@@ -25,7 +25,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_draft_arguments(bench)
     add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
-                       "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
+                       "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; "
+                       "bita and a baseline")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
@@ -56,7 +57,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
     loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens)
+    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
              "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec,

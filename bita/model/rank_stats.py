@@ -5,7 +5,9 @@ mask d (MISS when it is not among the first MAX_RANK). The adapter config keeps,
 ``acceptance``: how often each tuple occurred (``rank_counts``, what static trees are forecast
 from); the reliability of the drafts' probabilities per depth (``reliability``, what dynamic trees
 score nodes with); and a sample of whole passes, ranks with their drafts' probabilities and the
-n-gram chain's outcome (``pass_sample``, what dynamic trees and n-gram drafts are forecast from).
+n-gram chain's outcome (``pass_sample``, what dynamic trees and n-gram drafts are forecast from);
+and for the first of those passes the target's distribution per depth (``target_sample``,
+target_stats.py: what sampled decoding is forecast from).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from ..errors import BitaError
 from .adapter import BitaAdapter
+from .target_stats import TARGET_PASSES, encode_target
 
 MISS = -1  # the true token is not among the drafted candidates
 MAX_RANK = 8  # ranks at or beyond this count as MISS
@@ -26,12 +29,18 @@ NGRAM_CHAIN = 16  # n-gram chains scored up to this length (a shorter chain's ou
 
 
 def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Tensor, max_rank: int = MAX_RANK,
-                      samples: int = 0) -> dict:
+                      samples: int = 0, targets: dict[str, torch.Tensor] | None = None) -> dict:
     """JSON-ready statistics of N scored passes: ranks [N, depth] long, probs [N, depth, max_rank],
-    ngram [N, 2] (n-gram tokens proposed, and right) as calibration.heldout_passes gives them."""
+    ngram [N, 2] (n-gram tokens proposed, and right), targets (the target's distribution per depth:
+    target_stats.target_summaries' tensors and ``answered`` [N, depths] bool) as
+    calibration.heldout_passes gives them."""
     counts = Counter(",".join(map(str, r)) for r in ranks.tolist())
     sample = torch.randperm(len(ranks), generator=torch.Generator().manual_seed(0))[:SAMPLE_PASSES]
-    return {"source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
+    sampled_targets = {} if targets is None else {"target_sample": [
+        encode_target(*(targets[key][i].tolist() for key in ("top", "log_mass", "draft_index", "answer_index",
+                                                                "answered")), drafted=ranks.shape[1])
+        for i in sample[:TARGET_PASSES].tolist()]}
+    return {**sampled_targets, "source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
             "rank_counts": dict(counts.most_common()),
             "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
             "pass_sample": [encode_pass(r, p, n) for r, p, n in zip(

@@ -1,7 +1,8 @@
 """Hardware-aware draft tree: the shape that maximises expected tokens per second here.
 
 Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``), for
-static trees and for dynamic trees of several row budgets (dynamic_plan.py);
+static trees and for dynamic trees of several row budgets (dynamic_plan.py), greedy or at the
+request's sampling settings (sampled_forecast.py);
 seconds per pass come from passes timed on this device for this model (cached on disk) and
 interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree beats
 plain AR, the answer is AR.
@@ -14,10 +15,12 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import DraftTree, parse_tree_spec
 from ..errors import BitaError
@@ -28,6 +31,8 @@ from ..model.rank_stats import stored_ranks
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
 from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes, forecast_passes, stored_passes
+from .sampled_forecast import OUTDATED as OUTDATED_FOR_SAMPLING
+from .sampled_forecast import forecast_sampled, sampled_passes
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -143,21 +148,27 @@ def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | N
     return TreeChoice(best_tree, best_rate, ar_rate, ranking, best_tree)
 
 
-def sampled_forecasts(adapter: BitaAdapter) -> list[tuple[Shape, Forecast]]:
-    """Every static candidate and dynamic budget, forecast on the adapter's pass sample; none where
-    its statistics predate dynamic trees (then static trees are forecast from the rank counts)."""
+def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None) -> list[tuple[Shape, Forecast]]:
+    """Every static candidate and dynamic budget, forecast on the adapter's pass sample, greedy or under
+    ``sampling``; none where its statistics predate dynamic trees and decoding is greedy (then static
+    trees are forecast from the rank counts). Sampled forecasts need the stored targets (BitaError)."""
+    greedy = sampling is None or sampling.greedy
     try:
         passes = stored_passes(adapter)
         shapes = [dynamic_shapes(adapter, rows) for rows in DYNAMIC_ROWS]
     except BitaError:
-        return []
+        if greedy:
+            return []
+        raise BitaError(OUTDATED_FOR_SAMPLING) from None
+    forecaster = forecast_passes if greedy else partial(forecast_sampled, sampling=sampling)
+    passes = passes if greedy else sampled_passes(passes)
     # static shapes first: on a tie (a dynamic tree of a static one's rows may forecast the same) the static one wins
-    static = [(tree := parse_tree_spec(spec), forecast_passes(tree, passes))
-              for spec in candidate_trees(adapter.n_masks)]
-    return static + [best_forecast(depths, passes) for depths in shapes]
+    static = [(tree := parse_tree_spec(spec), forecaster(tree, passes)) for spec in candidate_trees(adapter.n_masks)]
+    return static + [best_forecast(depths, passes, forecaster) for depths in shapes]
 
 
-def auto_tree(loaded: LoadedModel, adapter: BitaAdapter) -> TreeChoice:
-    """Choose for this model, adapter and device (measuring pass costs once per device)."""
+def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, sampling: Sampling | None = None) -> TreeChoice:
+    """Choose for this model, adapter, device and ``sampling`` (None: greedy), measuring pass costs once
+    per device."""
     return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks,
-                       forecasts=sampled_forecasts(adapter))
+                       forecasts=pass_sample_forecasts(adapter, sampling))

@@ -13,6 +13,7 @@ is followed by another where the chain was right at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..decode.masks import layout_rows
@@ -21,6 +22,7 @@ from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.rank_stats import SAMPLE_RANKS, decode_pass
+from ..model.target_stats import TargetDepth, decode_target
 from .acceptance import Forecast, walk_outcome
 
 DYNAMIC = "dynamic"  # tree specs "dynamic:ROWS[/DEPTH]"
@@ -34,12 +36,24 @@ OUTDATED = "this adapter's statistics predate dynamic trees: run 'python -m bita
 @dataclass(frozen=True)
 class ScoredPass:
     """One held-out pass: the true tokens' draft ranks per depth, the drafts' probabilities
-    [depth][rank], and the n-gram chain's outcome (tokens proposed, how many right)."""
+    [depth][rank], the n-gram chain's outcome (tokens proposed, how many right), and where stored the
+    target's distribution per depth (``targets``: what sampled forecasts need)."""
 
     ranks: tuple[int, ...]
     probs: list[list[float]]
     ngram_proposed: int
     ngram_right: int
+    targets: list[TargetDepth] | None = None
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    """What one pass of a tree is expected to do (exact numbers under greedy decoding)."""
+
+    tokens: float  # emitted: accepted drafts + the bonus
+    groupless: float  # chance that its path ends on a node (not the root) with no mask group
+    chain_tokens: float  # of a draftless pass in its place (the chain alone): tokens accepted,
+    chain_hit: float  # and the chance it accepts any
 
 
 def stored_reliability(adapter: BitaAdapter) -> Reliability:
@@ -51,37 +65,47 @@ def stored_reliability(adapter: BitaAdapter) -> Reliability:
 
 
 def stored_passes(adapter: BitaAdapter) -> list[ScoredPass]:
-    """The adapter's sample of whole scored passes."""
-    record = (adapter.config.acceptance or {}).get("pass_sample")
-    if not record:
+    """The adapter's sample of whole scored passes, the first with their targets where stored."""
+    record = adapter.config.acceptance or {}
+    if not record.get("pass_sample"):
         raise BitaError(OUTDATED)
+    targets = record.get("target_sample", [])
     try:
-        return [ScoredPass(*decode_pass(line)) for line in record]
+        return [ScoredPass(*decode_pass(line), decode_target(targets[i]) if i < len(targets) else None)
+                for i, line in enumerate(record["pass_sample"])]
     except (ValueError, TypeError, AttributeError):
         raise BitaError("this adapter's pass sample is corrupted: "
                         "run 'python -m bita calibrate --adapter DIR'") from None
 
 
-def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0) -> Forecast:
+def greedy_outcome(masks: DraftTree, scored: ScoredPass, proposed: int, right: int) -> PassOutcome:
+    """Greedy decoding: the longer of the mask path and the chain's right tokens is accepted."""
+    accepted, groupless = walk_outcome(masks, scored.ranks)
+    return PassOutcome(max(accepted, right) + 1, float(right > accepted or groupless), right, float(right > 0))
+
+
+Outcome = Callable[[DraftTree, ScoredPass, int, int], PassOutcome]
+
+
+def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0,
+                    outcome: Outcome = greedy_outcome) -> Forecast:
     """What ``tree`` (static or dynamic) plus n-gram chains of up to ``ngram_tokens`` would accept on
-    ``passes``. Rows count a chain's tokens in full (where it shares a prefix with the mask tree it
-    takes fewer)."""
+    ``passes``, each pass's ``outcome`` given its mask tree and the chain's tokens proposed and right
+    (greedy by default; sampled_forecast.py under sampling). Rows count a chain's tokens in full (where
+    it shares a prefix with the mask tree it takes fewer)."""
     if not passes:
         raise ValueError("forecast needs at least one pass")
-    tokens = draftless = rows = chains = chain_tokens = chain_hits = 0
+    outcomes, rows, chains = [], 0, 0
     for scored in passes:
         proposed = min(scored.ngram_proposed, ngram_tokens)
-        right = min(scored.ngram_right, proposed)
         masks = dynamic_tree(scored.probs, tree, proposed)[0] if isinstance(tree, DynamicShape) else tree
-        accepted, groupless = walk_outcome(masks, scored.ranks)
-        tokens += max(accepted, right) + 1
-        draftless += tree.depth > 0 and (right > accepted or groupless)
-        rows += layout_rows(masks, tree.depth) + proposed
-        chains, chain_tokens, chain_hits = chains + proposed, chain_tokens + right, chain_hits + (right > 0)
+        outcomes.append(outcome(masks, scored, proposed, min(scored.ngram_right, proposed)))
+        rows, chains = rows + layout_rows(masks, tree.depth) + proposed, chains + proposed
     count = len(passes)
-    return Forecast(tree.spec + (f"+ngram:{ngram_tokens}" if ngram_tokens else ""), tokens / count,
-                    draftless / count, rows / count, layout_rows(EMPTY_TREE, tree.depth) + chains / count,
-                    1 + chain_tokens / count, chain_hits / count)
+    mean = lambda field: sum(getattr(o, field) for o in outcomes) / count  # noqa: E731
+    return Forecast(tree.spec + (f"+ngram:{ngram_tokens}" if ngram_tokens else ""), mean("tokens"),
+                    mean("groupless") if tree.depth else 0.0, rows / count,
+                    layout_rows(EMPTY_TREE, tree.depth) + chains / count, 1 + mean("chain_tokens"), mean("chain_hit"))
 
 
 def dynamic_shapes(adapter: BitaAdapter, rows: int, depth: int | None = None) -> list[DynamicShape]:
@@ -97,11 +121,12 @@ def dynamic_shapes(adapter: BitaAdapter, rows: int, depth: int | None = None) ->
     return [DynamicShape(rows, d, SAMPLE_RANKS, DRAFT_VALUE, reliability) for d in depths if rows >= 2 + d]
 
 
-def best_forecast(shapes: list[DynamicShape], passes: list[ScoredPass]) -> tuple[DynamicShape, Forecast]:
-    """The shape with the highest forecast tau on ``passes``, with its forecast: a deep group drafts
-    further but costs its rows on every node that carries one."""
-    return max(((shape, forecast_passes(shape, passes)) for shape in shapes),
-               key=lambda pair: pair[1].tokens_per_pass)
+def best_forecast(shapes: list[DynamicShape], passes: list[ScoredPass],
+                  forecaster: Callable[[DynamicShape, list[ScoredPass]], Forecast] = forecast_passes,
+                  ) -> tuple[DynamicShape, Forecast]:
+    """The shape with the highest forecast tau on ``passes`` (by ``forecaster``), with its forecast: a
+    deep group drafts further but costs its rows on every node that carries one."""
+    return max(((shape, forecaster(shape, passes)) for shape in shapes), key=lambda pair: pair[1].tokens_per_pass)
 
 
 def dynamic_shape(adapter: BitaAdapter, rows: int, depth: int | None = None) -> DynamicShape:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
 from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
@@ -60,26 +61,30 @@ class TreePlan:
         return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
 
 
-def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False) -> TreePlan:
+def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
+               sampling: Sampling | None = None) -> TreePlan:
     """An explicit tree as given, or for ``auto`` the shape (static or dynamic) with the highest
-    expected tokens/s on this device, or plain AR where none beats it (``drafting``: the best tree
-    even then) or the adapter has no acceptance statistics."""
+    expected tokens/s on this device at ``sampling`` (None: greedy), or plain AR where none beats it
+    (``drafting``: the best tree even then) or the adapter has no acceptance statistics."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
     try:
-        choice = auto_tree(loaded, adapter)
+        choice = auto_tree(loaded, adapter, sampling)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
-    return TreePlan(choice.tree, choice.describe(), ranking=choice.ranking,
+    setting = "" if sampling is None or sampling.greedy else (
+        f" [forecast at temperature {sampling.temperature}, top-p {sampling.top_p}, top-k {sampling.top_k or 'off'}]")
+    return TreePlan(choice.tree, choice.describe() + setting, ranking=choice.ranking,
                     ar_tokens_per_second=choice.ar_tokens_per_second)
 
 
 def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
               drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
-              drafting: bool = False) -> TreePlan:
-    """The mask tree (``plan_masks``) and the n-gram chain ``drafts`` asks for.
+              drafting: bool = False, sampling: Sampling | None = None) -> TreePlan:
+    """The mask tree (``plan_masks``, for ``auto`` forecast at ``sampling``; None: greedy) and the
+    n-gram chain ``drafts`` asks for.
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
     adds the chain to the mask tree, which ``auto`` chooses from mask forecasts alone: the chain's
@@ -94,7 +99,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         raise BitaError(f"drafts must be one of {', '.join(DRAFT_OPTIONS)}, not {drafts!r}")
     source = DRAFT_OPTIONS[drafts]
     if source == MASK:
-        return plan_masks(loaded, adapter, tree, drafting)
+        return plan_masks(loaded, adapter, tree, drafting, sampling)
     if not isinstance(ngram_tokens, int) or not 1 <= ngram_tokens <= MAX_NGRAM_TOKENS:
         raise BitaError(f"ngram_tokens must be an integer from 1 to {MAX_NGRAM_TOKENS}, not {ngram_tokens!r}")
     chain = f"n-gram chains of up to {ngram_tokens} tokens"
@@ -102,7 +107,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting)  # chosen without the chain: see above
+    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chain: see above
     if masks.tree is None:
         return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens,
                        reason=f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft is one "

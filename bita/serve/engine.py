@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
@@ -26,19 +27,23 @@ class Engine:
         self.default_adapter = default_adapter_name(self.loaded)
         self._cache: dict = {}  # only the model thread reads and fills it
 
-    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False) \
-            -> tuple[BitaAdapter, TreePlan]:
-        """(adapter, TreePlan) for a session's settings; measured and loaded once per process.
-        ``drafting``: ``auto`` takes the best drafting tree even where plain AR is faster."""
-        return self.thread.call(self._setup, adapter_name, tree, drafts, drafting)
+    def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False,
+              sampling: Sampling | None = None) -> tuple[BitaAdapter, TreePlan]:
+        """(adapter, TreePlan) for a session's settings; measured and loaded once per process (and
+        forecast once per sampling setting). ``drafting``: ``auto`` takes the best drafting tree even
+        where plain AR is faster."""
+        return self.thread.call(self._setup, adapter_name, tree, drafts, drafting, sampling)
 
-    def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool) -> tuple[BitaAdapter, TreePlan]:
+    def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool,
+               sampling: Sampling | None) -> tuple[BitaAdapter, TreePlan]:
         if adapter_name not in self._cache:
             self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
         adapter = self._cache[adapter_name]
-        key = (adapter_name, tree, drafts, drafting)
+        greedy = sampling is None or sampling.greedy
+        setting = None if greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
+        key = (adapter_name, tree, drafts, drafting, setting)
         if key not in self._cache:
-            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting)
+            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting, sampling=sampling)
         return adapter, self._cache[key]
 
     def decode(self, ids: list[int]) -> str:

@@ -112,10 +112,10 @@ class ModelHandlers:
         """The Settings of a request's controls, in the API's order (blank ones take their defaults);
         ``drafting``: see ``Engine.setup``."""
         with shown_on_page():
-            adapter, plan = self.engine.setup(adapter_name or self.engine.default_adapter,
-                                              (tree or "auto").strip(), drafts or DEFAULT_DRAFTS, drafting)
             sampling = Sampling(float(temperature or 0), float(1 if top_p is None else top_p), int(top_k or 0),
                                 seed_of(seed))
+            adapter, plan = self.engine.setup(adapter_name or self.engine.default_adapter,
+                                              (tree or "auto").strip(), drafts or DEFAULT_DRAFTS, drafting, sampling)
         return Settings(adapter, plan, int(max_new_tokens), sampling)
 
     def chat(self, message, conversation: Conversation, *settings):

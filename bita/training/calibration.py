@@ -10,6 +10,7 @@ decoding. The statistics are stored in the adapter config under ``acceptance`` (
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -18,34 +19,67 @@ from tqdm import tqdm
 from ..drafts.ngram import NgramIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
-from ..model.rank_stats import MAX_RANK, MISS, NGRAM_CHAIN, acceptance_record
+from ..model.device import output_logits
+from ..model.rank_stats import MAX_RANK, MISS, NGRAM_CHAIN, SAMPLE_RANKS, acceptance_record
+from ..model.target_stats import TARGET_DEPTHS, target_summaries
 from .objective import SarObjective, make_batch
+
+
+@dataclass
+class HeldoutPasses:
+    """Per answer position whose next n+1 tokens are known (N of them), for the mask group anchored
+    there: ranks [N, n] long, the rank (or MISS) of each true token among the drafts; probs
+    [N, n, max_rank], the drafts' probabilities, best first; ngram [N, 2] long, the n-gram chain
+    the next pass would add (``ngram_outcomes``): tokens proposed, and how many were right; targets:
+    the target model's distribution at depths 1..TARGET_DEPTHS (target_stats.target_summaries'
+    tensors, with ``answered`` [N, TARGET_DEPTHS] bool: the answer has a token at that depth)."""
+
+    ranks: torch.Tensor
+    probs: torch.Tensor
+    ngram: torch.Tensor
+    targets: dict[str, torch.Tensor]
 
 
 @torch.no_grad()
 def heldout_passes(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_rank: int = MAX_RANK,
-                   max_length: int = 384) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per answer position whose next n+1 tokens are known (N of them), for the mask group anchored
-    there: ranks [N, n] long, the rank (or MISS) of each true token among the drafts; probs
-    [N, n, max_rank], the drafts' probabilities, best first; ngram [N, 2] long, the n-gram chain
-    the next pass would add (``ngram_outcomes``): tokens proposed, and how many were right."""
+                   max_length: int = 384) -> HeldoutPasses:
+    """Score every anchor of ``samples`` (teacher forced): see HeldoutPasses."""
     objective = SarObjective(adapter, model)
     device = model.get_input_embeddings().weight.device
     n = adapter.n_masks
-    ranks, probs, ngram = [], [], []
+    ranks, probs, ngram, targets = [], [], [], []
     for sample in tqdm(samples, desc="draft ranks", unit="sample"):
         batch = make_batch([sample], max_length, max_length, random.Random(0), every_anchor=True)
-        logits, targets, counted = objective.mask_logits(*(t.to(device) for t in (batch.input_ids, batch.lengths,
-                                                                                     batch.anchors)))
-        better = (logits > logits.gather(-1, targets.clamp(min=0)[..., None])).sum(-1)  # [1, G*n]
+        input_ids = batch.input_ids.to(device)
+        logits, targets_, counted = objective.mask_logits(input_ids, batch.lengths.to(device), batch.anchors.to(device))
+        better = (logits > logits.gather(-1, targets_.clamp(min=0)[..., None])).sum(-1)  # [1, G*n]
         rank = torch.where(better < max_rank, better, torch.full_like(better, MISS)).view(-1, n)
-        top = torch.softmax(logits.float(), -1).topk(max_rank, -1).values.view(-1, n, max_rank)
+        top = torch.softmax(logits.float(), -1).topk(max_rank, -1)
         complete = counted.view(-1, n).all(-1).cpu()
         ranks.append(rank[complete].cpu())
-        probs.append(top[complete].cpu())
+        probs.append(top.values.view(-1, n, max_rank)[complete].cpu())
         sequence = batch.input_ids[0, :batch.lengths[0]].tolist()
-        ngram.append(torch.tensor(ngram_outcomes(sequence, batch.anchors[0][complete].tolist()), dtype=torch.long))
-    return torch.cat(ranks), torch.cat(probs), torch.cat(ngram).view(-1, 2)
+        anchors = batch.anchors[0][complete].tolist()
+        ngram.append(torch.tensor(ngram_outcomes(sequence, anchors), dtype=torch.long))
+        drafts = top.indices.view(-1, n, max_rank)[complete][..., :SAMPLE_RANKS].cpu()
+        targets.append(target_rows(model, input_ids[:, :len(sequence)], anchors, drafts))
+    return HeldoutPasses(torch.cat(ranks), torch.cat(probs), torch.cat(ngram).view(-1, 2),
+                         {key: torch.cat([t[key] for t in targets]) for key in targets[0]})
+
+
+def target_rows(model: nn.Module, input_ids: torch.Tensor, anchors: list[int], drafts: torch.Tensor) -> dict:
+    """The target's distribution at depths 1..TARGET_DEPTHS past each anchor a (the row at a + d predicts
+    token a + 1 + d, depth d's): input_ids [1, T]; drafts [N, n, R] (the mask drafts' token ids)."""
+    sequence = input_ids[0].cpu()
+    rows = torch.tensor(anchors)[:, None] + torch.arange(1, TARGET_DEPTHS + 1)  # [N, D]
+    answered = rows + 1 < len(sequence)
+    hidden = model.base_model(input_ids=input_ids).last_hidden_state[0]  # [T, H]
+    logits = output_logits(model, hidden[rows.clamp(max=len(sequence) - 1).to(hidden.device)]).cpu()
+    depths = torch.full((len(anchors), TARGET_DEPTHS, drafts.shape[2]), -1, dtype=torch.long)
+    drafted = min(TARGET_DEPTHS, drafts.shape[1])
+    depths[:, :drafted] = drafts[:, :drafted]
+    answers = torch.where(answered, sequence[(rows + 1).clamp(max=len(sequence) - 1)], -1)
+    return {**target_summaries(logits, depths, answers), "answered": answered}
 
 
 def ngram_outcomes(sequence: list[int], anchors: list[int], chain: int = NGRAM_CHAIN) -> list[tuple[int, int]]:
@@ -66,6 +100,7 @@ def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_r
     """Score ``samples`` and store the statistics in ``adapter.config.acceptance``."""
     if not samples:
         raise BitaError("calibration needs held-out samples")
-    adapter.config.acceptance = acceptance_record(*heldout_passes(adapter, model, samples, max_rank), max_rank,
-                                                  len(samples))
+    scored = heldout_passes(adapter, model, samples, max_rank)
+    adapter.config.acceptance = acceptance_record(scored.ranks, scored.probs, scored.ngram, max_rank, len(samples),
+                                                  scored.targets)
     return adapter.config.acceptance

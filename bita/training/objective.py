@@ -37,7 +37,8 @@ def make_batch(samples: list[dict], n_anchors: int, max_length: int, rng: random
     for sample in samples:
         sequence = (sample["prompt_ids"] + sample["answer_ids"])[:max_length]
         candidates = list(range(len(sample["prompt_ids"]) - 1, len(sequence) - 2))
-        chosen = candidates[:n_anchors] if every_anchor else sorted(rng.sample(candidates, min(n_anchors, len(candidates))))
+        chosen = (candidates[:n_anchors] if every_anchor
+                  else sorted(rng.sample(candidates, min(n_anchors, len(candidates)))))
         sequences.append(sequence)
         anchor_lists.append(chosen + [-1] * (n_anchors - len(chosen)))
     width = max(map(len, sequences))
@@ -77,7 +78,8 @@ class SarObjective(nn.Module):
             packed.visible_masks[None].expand(batch, -1, -1),
         ], dim=2)
         hidden = model.base_model(
-            inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(batch, -1, -1),
+            inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(
+                batch, -1, -1),
             position_ids=packed.positions,
             attention_mask=additive_mask(allowed, dtype, input_ids.device),
             past_key_values=self.adapter.prompt_cache(model, batch, dtype, context),

@@ -15,7 +15,8 @@ import bita.training.train
 from bita.decode.hf_reference import hf_generate
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.model.rank_stats import stored_ranks
+from bita.model.rank_stats import SAMPLE_RANKS, stored_ranks
+from bita.model.target_stats import TARGET_DEPTHS, TARGET_PASSES
 from bita.plan.acceptance import forecast
 from bita.plan.dynamic_plan import dynamic_shape, forecast_passes, stored_passes, stored_reliability
 from bita.training.data import read_samples
@@ -69,6 +70,10 @@ def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path, prompt_
     passes = stored_passes(saved)
     assert len(passes) == min(saved.config.acceptance["passes"], 1500) and all(len(p.probs) == 3 for p in passes)
     assert forecast_passes(dynamic_shape(saved, 16), passes).tokens_per_pass > 3.5
+    # and what sampled forecasts need: the target's distribution at every depth of the first passes
+    targets = [p.targets for p in passes if p.targets]
+    assert len(targets) == min(len(passes), TARGET_PASSES) and all(len(t) <= TARGET_DEPTHS for t in targets)
+    assert all(len(d.drafts) == (SAMPLE_RANKS if i < 3 else 0) for t in targets for i, d in enumerate(t))
     assert torch.equal(saved.mask_embeddings, adapter.mask_embeddings.detach())
 
 
@@ -91,6 +96,10 @@ def test_interrupted_training_resumes_to_the_same_adapter(tmp_path, monkeypatch)
     resumed = train(model, "tiny", resumed_config)
     for a, b in zip(straight.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b)
+    # the data are the model's own greedy answers, so at every stored depth the answer's token is the
+    # target's likeliest
+    depths = [d for p in stored_passes(BitaAdapter.load(tmp_path / "straight", model)) for d in p.targets or []]
+    assert depths and all(d.answer == 0 for d in depths)
 
 
 def test_two_cpu_processes_train_together(tmp_path, default_model):

@@ -1,0 +1,99 @@
+"""Forecasts under sampling: what a tree (static or dynamic) and n-gram chains accept when every token
+is drawn from the warped target distribution instead of taken greedily.
+
+The drafts are deterministic, so the sampled walk (docs/sampling.md) lands on a node's child c with
+exactly the target's warped probability of c's token at that node. The adapter's stored passes keep
+the target's distribution per depth along the held-out answer (bita/model/target_stats.py), so below
+every node on the answer's path the chance of each draft is known; below a node off that path the
+target's distribution is not known, and its children count as rejected (there the forecast errs
+low). The answer's own token is on the tree where the masks drafted it on the answer's path or the
+n-gram chain was right so far; then the walk goes on down the answer's path.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache, partial
+
+import numpy as np
+
+from ..decode.sampling import Sampling
+from ..drafts.dynamic import DynamicShape
+from ..drafts.tree import ROOT, DraftTree
+from ..errors import BitaError
+from ..model.target_stats import BETAS, OUTSIDE, TargetDepth
+from .acceptance import Forecast
+from .dynamic_plan import PassOutcome, ScoredPass, forecast_passes
+
+OUTDATED = "this adapter's statistics predate sampled forecasts: run 'python -m bita calibrate --adapter DIR'"
+
+
+@lru_cache(maxsize=1 << 14)  # each pass's depths are warped once per setting, not once per tree
+def warped_top(depth: TargetDepth, sampling: Sampling) -> list[float]:
+    """The warped probabilities of the target's likeliest tokens at ``depth`` (as many as stored),
+    after temperature, top-k and top-p in transformers' order. The stored tokens' mass at beta = 1/T
+    is exact; the rest (the tail) is interpolated in log between the stored betas, and above the last
+    bounded: it shrinks at least as fast as its largest token, which is below the stored ones."""
+    beta, top = 1.0 / sampling.temperature, depth.top
+    top_mass = lambda b: sum(math.exp(b * x) for x in top)  # noqa: E731
+    tails = [max(math.exp(mass) - top_mass(b), 1e-12) for b, mass in zip(BETAS, depth.log_mass)]
+    if beta >= BETAS[-1]:
+        tail = tails[-1] * math.exp((beta - BETAS[-1]) * top[-1])
+    else:  # linear in log, extended below the first beta along the first segment
+        segment = max(0, int(np.searchsorted(BETAS, beta)) - 1)
+        share = (beta - BETAS[segment]) / (BETAS[segment + 1] - BETAS[segment])
+        tail = math.exp((1 - share) * math.log(tails[segment]) + share * math.log(tails[segment + 1]))
+    normaliser = top_mass(beta) + tail
+    probs = [math.exp(beta * x) / normaliser for x in top]
+    if 0 < sampling.top_k <= len(probs):
+        kept = probs[:sampling.top_k]
+        probs = [p / sum(kept) for p in kept]
+    if sampling.top_p < 1.0:
+        covered = np.cumsum(probs)
+        last = int(np.searchsorted(covered, sampling.top_p))  # the nucleus ends here, or past the stored tokens
+        mass = covered[last] if last < len(probs) else sampling.top_p  # HF keeps just over top_p
+        probs = [p / mass for p in probs[:last + 1]]
+    return probs
+
+
+def sampled_outcome(masks: DraftTree, scored: ScoredPass, proposed: int, right: int,
+                    sampling: Sampling) -> PassOutcome:
+    """Expected outcome of one pass of ``masks`` (and an n-gram chain ``right`` tokens right) when every
+    token is sampled (see the module docstring); ``scored`` must carry its targets."""
+    warped = [warped_top(depth, sampling) for depth in scored.targets]
+    chance = lambda d, index: warped[d][index] if OUTSIDE < index < len(warped[d]) else 0.0  # noqa: E731
+    answer = [chance(d, depth.answer) for d, depth in enumerate(scored.targets)]
+    node, on_masks, reach, accepted, groupless, ends_groupless = ROOT, True, 1.0, 0.0, 0.0, False
+    for d, depth in enumerate(scored.targets):
+        kids = masks.children[node] if on_masks else ()
+        true_rank = scored.ranks[d] if d < len(scored.ranks) else None
+        on_path = next((c for c in kids if masks.nodes[c].rank == true_rank), None)
+        off = [(chance(d, depth.drafts[masks.nodes[c].rank]), masks.nodes[c].has_group) for c in kids
+               if c != on_path and masks.nodes[c].rank < len(depth.drafts)]
+        drafted = on_path is not None or d < right
+        lands = sum(p for p, _ in off) + (answer[d] if drafted else 0.0)
+        accepted += reach * lands
+        groupless += reach * (sum(p for p, group in off if not group) + ends_groupless * (1.0 - lands))
+        if not drafted:
+            break
+        reach *= answer[d]
+        ends_groupless = on_path is None or not masks.nodes[on_path].has_group
+        node, on_masks = (on_path, True) if on_path is not None else (node, False)
+    else:
+        groupless += reach * ends_groupless
+    chain = [math.prod(answer[:j]) for j in range(1, min(right, len(answer)) + 1)]
+    return PassOutcome(1.0 + accepted, groupless, sum(chain), chain[0] if chain else 0.0)
+
+
+def sampled_passes(passes: list[ScoredPass]) -> list[ScoredPass]:
+    """The passes that carry the target's distribution (the first of the adapter's sample)."""
+    kept = [scored for scored in passes if scored.targets]
+    if not kept:
+        raise BitaError(OUTDATED)
+    return kept
+
+
+def forecast_sampled(tree: DraftTree | DynamicShape, passes: list[ScoredPass], sampling: Sampling,
+                     ngram_tokens: int = 0) -> Forecast:
+    """``dynamic_plan.forecast_passes`` when every token is sampled with ``sampling`` (not greedy)."""
+    return forecast_passes(tree, sampled_passes(passes), ngram_tokens, partial(sampled_outcome, sampling=sampling))
