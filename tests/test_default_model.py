@@ -1,9 +1,13 @@
 """End to end on the real default model: BiTA output equals HF generate's; the shipped adapter drafts."""
 
+import copy
+from dataclasses import replace
+
 import pytest
 
 from bita.bench.baselines import run_hf
 from bita.decode.hf_reference import hf_generate
+from bita.decode.sampling import Sampling
 from bita.decode.verify import walk_ranks
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.errors import BitaError
@@ -106,6 +110,22 @@ def test_auto_without_acceptance_statistics_drafts_no_masks(default_model):
     assert "acceptance statistics" in masks_only.reason
     both = plan_tree(default_model, untrained, "auto", "both")
     assert both.tree == EMPTY_TREE and both.ngram_tokens > 0 and "acceptance statistics" in both.reason
+
+
+def test_auto_plans_a_sampled_request_at_its_setting(default_model, adapter):
+    """Under sampling ``auto`` forecasts every shape with the sampled walk (lower than greedy: a draft
+    lands with the target's probability); an adapter calibrated without the target's distribution
+    decodes plain AR under ``auto`` and says why."""
+    greedy = {spec: tau for spec, tau, _ in plan_tree(default_model, adapter, DEFAULT_TREE, "masks").ranking}
+    warm = plan_tree(default_model, adapter, DEFAULT_TREE, "masks", sampling=Sampling(1.0, seed=0))
+    assert "forecast at temperature 1.0" in warm.reason and warm.ranking
+    both = greedy.keys() & {spec for spec, _, _ in warm.ranking}
+    assert both and all(tau < greedy[spec] for spec, tau, _ in warm.ranking if spec in both)
+    stale = copy.copy(adapter)
+    stale.config = replace(adapter.config, acceptance={key: value for key, value in adapter.config.acceptance.items()
+                                                       if key != "target_sample"})
+    plan = plan_tree(default_model, stale, DEFAULT_TREE, "masks", sampling=Sampling(0.7, seed=0))
+    assert plan.tree is None and "predate sampled forecasts" in plan.reason
 
 
 def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):

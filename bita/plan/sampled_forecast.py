@@ -63,6 +63,8 @@ def sampled_outcome(masks: DraftTree, scored: ScoredPass, proposed: int, right: 
     warped = [warped_top(depth, sampling) for depth in scored.targets]
     chance = lambda d, index: warped[d][index] if OUTSIDE < index < len(warped[d]) else 0.0  # noqa: E731
     answer = [chance(d, depth.answer) for d, depth in enumerate(scored.targets)]
+    # the walk down the answer's path: ``node`` is on it (the last mask node while the chain leads on),
+    # reached with chance ``reach``; ``ends_groupless``: a path ending there leaves no mask group
     node, on_masks, reach, accepted, groupless, ends_groupless = ROOT, True, 1.0, 0.0, 0.0, False
     for d, depth in enumerate(scored.targets):
         kids = masks.children[node] if on_masks else ()
