@@ -93,6 +93,9 @@ def test_calibrate_stores_rank_statistics_with_the_adapter(capsys, tmp_path, def
     # one scored pass per answer position whose three drafted tokens all lie inside the answer
     assert acceptance["samples"] == 1 and acceptance["passes"] == len(answer) - 3
     assert sum(acceptance["rank_counts"].values()) == acceptance["passes"] and "forecast tau" in out
+    # and the same prompt answered again by sampling at T = 1.0: the contexts of sampled forecasts
+    assert acceptance["sampled_contexts"]["temperature"] == 1.0 and acceptance["sampled_contexts"]["samples"] == 1
+    assert "sampled at T = 1.0" in out
 
 
 def test_space_build_writes_the_folder_and_says_so(capsys, tmp_path):

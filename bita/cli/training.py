@@ -46,6 +46,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     calibration.add_argument("--data", default=TrainConfig.data, help="self-generated JSONL (its held-out split)")
     calibration.add_argument("--samples", type=int, default=TrainConfig.eval_samples, help="held-out samples to score")
     calibration.add_argument("--trees", nargs="*", default=FORECAST_TREES, help="trees to forecast tau for")
+    calibration.add_argument("--contexts", choices=("both", "greedy", "sampled"), default="both",
+                             help="score the greedy answers, answers sampled again from their prompts (what "
+                                  "sampled requests are forecast from), or both")
+    calibration.add_argument("--sampled-samples", type=int, default=64, help="held-out prompts to sample answers for")
+    calibration.add_argument("--sampled-temperature", type=float, default=1.0, help="temperature of those answers")
     calibration.set_defaults(run=run_calibrate)
 
 
@@ -113,23 +118,34 @@ def run_train(args: argparse.Namespace) -> dict:
 def run_calibrate(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
+    from ..decode.sampling import Sampling
     from ..model.rank_stats import stored_ranks
     from ..model.shipped import UNTRAINED, resolve_adapter
     from ..plan.acceptance import forecast
     from ..plan.tree_plan import resolve_tree
-    from ..training.calibration import calibrate
-    from ..training.data import read_samples
+    from ..training.calibration import calibrate, calibrate_sampled
+    from ..training.data import read_samples, resampled
 
-    if args.adapter == UNTRAINED or args.samples < 1:
-        raise BitaError("calibrate needs a trained adapter and --samples of at least 1")
+    if args.adapter == UNTRAINED or args.samples < 1 or args.sampled_samples < 1:
+        raise BitaError("calibrate needs a trained adapter and --samples and --sampled-samples of at least 1")
+    sampling = Sampling(args.sampled_temperature, seed=0)  # checks the temperature
     heldout = read_samples(Path(args.data), split="heldout")[: args.samples]
     loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
-    record = calibrate(adapter, loaded.model, heldout)
+    lines = []
+    if args.contexts != "sampled":
+        record = calibrate(adapter, loaded.model, heldout)
+        lines.append(f"{record['passes']} scored passes from {record['samples']} held-out samples")
+    if args.contexts != "greedy":
+        answers = resampled(loaded, heldout[: args.sampled_samples], sampling)
+        sampled = calibrate_sampled(adapter, loaded.model, answers, sampling.temperature)
+        lines.append(f"{sampled['passes']} scored passes from {sampled['samples']} answers sampled at "
+                     f"T = {sampling.temperature}")
     adapter.save(adapter_path)
     ranks = stored_ranks(adapter)
     forecasts = {tree.spec: forecast(tree, ranks).tokens_per_pass for tree in trees}
-    lines = [f"{record['passes']} scored passes from {record['samples']} held-out samples; saved to {adapter_path}"]
-    lines += [f"{spec:<34} forecast tau {tau:.2f}" for spec, tau in forecasts.items()]
-    return {"adapter": adapter_path, "passes": record["passes"], "forecast_tau": forecasts, "text": "\n".join(lines)}
+    lines.append(f"saved to {adapter_path}")
+    lines += [f"{spec:<34} forecast tau {tau:.2f} (greedy)" for spec, tau in forecasts.items()]
+    return {"adapter": adapter_path, "passes": adapter.config.acceptance["passes"], "forecast_tau": forecasts,
+            "text": "\n".join(lines)}

@@ -7,7 +7,9 @@ from); the reliability of the drafts' probabilities per depth (``reliability``, 
 score nodes with); and a sample of whole passes, ranks with their drafts' probabilities and the
 n-gram chain's outcome (``pass_sample``, what dynamic trees and n-gram drafts are forecast from);
 and for the first of those passes the target's distribution per depth (``target_sample``,
-target_stats.py: what sampled decoding is forecast from).
+target_stats.py: what sampled decoding is forecast from). ``sampled_contexts`` holds the same two
+samples for answers that were themselves sampled (at its ``temperature``): the contexts a sampled
+request decodes in, less predictable than greedy answers.
 """
 
 from __future__ import annotations
@@ -35,17 +37,25 @@ def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Ten
     target_stats.target_summaries' tensors and ``answered`` [N, depths] bool) as
     calibration.heldout_passes gives them."""
     counts = Counter(",".join(map(str, r)) for r in ranks.tolist())
-    sample = torch.randperm(len(ranks), generator=torch.Generator().manual_seed(0))[:SAMPLE_PASSES]
+    return {"source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
+            "rank_counts": dict(counts.most_common()),
+            "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
+            **pass_sample_record(ranks, probs, ngram, targets)}
+
+
+def pass_sample_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Tensor,
+                       targets: dict[str, torch.Tensor] | None = None, passes: int = SAMPLE_PASSES) -> dict:
+    """A random sample of ``passes`` passes kept whole (``pass_sample``), the first TARGET_PASSES of them
+    with the target's distribution (``target_sample``, where ``targets`` are given); shapes as in
+    ``acceptance_record``."""
+    sample = torch.randperm(len(ranks), generator=torch.Generator().manual_seed(0))[:passes]
     sampled_targets = {} if targets is None else {"target_sample": [
         encode_target(*(targets[key][i].tolist() for key in ("top", "log_mass", "draft_index", "answer_index",
                                                                 "answered")), drafted=ranks.shape[1])
         for i in sample[:TARGET_PASSES].tolist()]}
-    return {**sampled_targets, "source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
-            "rank_counts": dict(counts.most_common()),
-            "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
-            "pass_sample": [encode_pass(r, p, n) for r, p, n in zip(
-                ranks[sample].tolist(), probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
-                ngram[sample].tolist())]}
+    return {"pass_sample": [encode_pass(r, p, n) for r, p, n in zip(
+        ranks[sample].tolist(), probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
+        ngram[sample].tolist())], **sampled_targets}
 
 
 def encode_pass(ranks: list[int], permille: list[list[int]], ngram: list[int]) -> str:

@@ -32,7 +32,7 @@ from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
 from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes, forecast_passes, stored_passes
 from .sampled_forecast import OUTDATED as OUTDATED_FOR_SAMPLING
-from .sampled_forecast import forecast_sampled, sampled_passes
+from .sampled_forecast import forecast_sampled, sampling_passes
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -161,7 +161,7 @@ def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None
             return []
         raise BitaError(OUTDATED_FOR_SAMPLING) from None
     forecaster = forecast_passes if greedy else partial(forecast_sampled, sampling=sampling)
-    passes = passes if greedy else sampled_passes(passes)
+    passes = passes if greedy else sampling_passes(adapter, sampling)
     # static shapes first: on a tie (a dynamic tree of a static one's rows may forecast the same) the static one wins
     static = [(tree := parse_tree_spec(spec), forecaster(tree, passes)) for spec in candidate_trees(adapter.n_masks)]
     return static + [best_forecast(depths, passes, forecaster) for depths in shapes]

@@ -66,7 +66,11 @@ def stored_reliability(adapter: BitaAdapter) -> Reliability:
 
 def stored_passes(adapter: BitaAdapter) -> list[ScoredPass]:
     """The adapter's sample of whole scored passes, the first with their targets where stored."""
-    record = adapter.config.acceptance or {}
+    return decode_passes(adapter.config.acceptance or {})
+
+
+def decode_passes(record: dict) -> list[ScoredPass]:
+    """The passes of a stored record's ``pass_sample``, with ``target_sample``'s targets where stored."""
     if not record.get("pass_sample"):
         raise BitaError(OUTDATED)
     targets = record.get("target_sample", [])

@@ -3,8 +3,9 @@ is drawn from the warped target distribution instead of taken greedily.
 
 The drafts are deterministic, so the sampled walk (docs/sampling.md) lands on a node's child c with
 exactly the target's warped probability of c's token at that node. The adapter's stored passes keep
-the target's distribution per depth along the held-out answer (bita/model/target_stats.py), so below
-every node on the answer's path the chance of each draft is known; below a node off that path the
+the target's distribution per depth along held-out answers (bita/model/target_stats.py), greedy ones
+and ones sampled again (``sampling_passes`` mixes them by temperature), so below every node on the
+answer's path the chance of each draft is known; below a node off that path the
 target's distribution is not known, and its children count as rejected (there the forecast errs
 low). The answer's own token is on the tree where the masks drafted it on the answer's path or the
 n-gram chain was right so far; then the walk goes on down the answer's path.
@@ -21,9 +22,10 @@ from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import ROOT, DraftTree
 from ..errors import BitaError
+from ..model.adapter import BitaAdapter
 from ..model.target_stats import BETAS, OUTSIDE, TargetDepth
 from .acceptance import Forecast
-from .dynamic_plan import PassOutcome, ScoredPass, forecast_passes
+from .dynamic_plan import PassOutcome, ScoredPass, decode_passes, forecast_passes, stored_passes
 
 OUTDATED = "this adapter's statistics predate sampled forecasts: run 'python -m bita calibrate --adapter DIR'"
 
@@ -88,11 +90,25 @@ def sampled_outcome(masks: DraftTree, scored: ScoredPass, proposed: int, right: 
 
 
 def sampled_passes(passes: list[ScoredPass]) -> list[ScoredPass]:
-    """The passes that carry the target's distribution (the first of the adapter's sample)."""
+    """The passes that carry the target's distribution (the first of a stored sample)."""
     kept = [scored for scored in passes if scored.targets]
     if not kept:
         raise BitaError(OUTDATED)
     return kept
+
+
+def sampling_passes(adapter: BitaAdapter, sampling: Sampling) -> list[ScoredPass]:
+    """What a request sampled with ``sampling`` is forecast from: the passes of greedy answers and of
+    answers sampled at the stored temperature T_c (``sampled_contexts``), mixed T : T_c - T (only the
+    sampled ones from T_c up): a sampled answer's own context is less predictable than a greedy one,
+    the more so the hotter it is sampled."""
+    record = (adapter.config.acceptance or {}).get("sampled_contexts")
+    if not record:
+        raise BitaError(OUTDATED)
+    greedy, sampled = sampled_passes(stored_passes(adapter)), sampled_passes(decode_passes(record))
+    count = min(len(greedy), len(sampled))
+    hot = round(count * min(sampling.temperature / record["temperature"], 1.0))
+    return sampled[:hot] + greedy[:count - hot]
 
 
 def forecast_sampled(tree: DraftTree | DynamicShape, passes: list[ScoredPass], sampling: Sampling,

@@ -20,8 +20,8 @@ from ..drafts.ngram import NgramIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import output_logits
-from ..model.rank_stats import MAX_RANK, MISS, NGRAM_CHAIN, SAMPLE_RANKS, acceptance_record
-from ..model.target_stats import TARGET_DEPTHS, target_summaries
+from ..model.rank_stats import MAX_RANK, MISS, NGRAM_CHAIN, SAMPLE_RANKS, acceptance_record, pass_sample_record
+from ..model.target_stats import TARGET_DEPTHS, TARGET_PASSES, target_summaries
 from .objective import SarObjective, make_batch
 
 
@@ -104,3 +104,19 @@ def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_r
     adapter.config.acceptance = acceptance_record(scored.ranks, scored.probs, scored.ngram, max_rank, len(samples),
                                                   scored.targets)
     return adapter.config.acceptance
+
+
+def calibrate_sampled(adapter: BitaAdapter, model: nn.Module, samples: list[dict], temperature: float,
+                      max_rank: int = MAX_RANK) -> dict:
+    """Score ``samples``, whose answers were sampled at ``temperature``, and store a sample of their
+    passes, all with their targets, as ``adapter.config.acceptance["sampled_contexts"]``: what sampled requests are forecast from
+    (with the greedy answers' passes, bita/plan/sampled_forecast.py). Needs ``calibrate`` first."""
+    if not adapter.config.acceptance:
+        raise BitaError("calibrate the adapter on greedy answers first")
+    if not samples:
+        raise BitaError("calibration needs held-out samples")
+    scored = heldout_passes(adapter, model, samples, max_rank)
+    record = {"temperature": temperature, "samples": len(samples), "passes": len(scored.ranks),
+              **pass_sample_record(scored.ranks, scored.probs, scored.ngram, scored.targets, TARGET_PASSES)}
+    adapter.config.acceptance["sampled_contexts"] = record
+    return record

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..decode.hf_reference import greedy_config
+from ..decode.hf_reference import sampling_config
+from ..decode.sampling import GREEDY, Sampling
 from ..errors import BitaError
 from ..model.loading import LoadedModel, encode_chat
 
@@ -144,9 +145,13 @@ def read_done_keys(path: Path) -> set[str]:
 
 
 @torch.inference_mode()
-def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], str]]:
-    """Greedy answers of a left-padded batch: (answer ids up to and including EOS, finish)."""
-    config = greedy_config(max_new_tokens, loaded.eos_token_ids)
+def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: int,
+                 sampling: Sampling = GREEDY) -> list[tuple[list[int], str]]:
+    """Greedy (or with ``sampling``, sampled: torch's generators seeded with its seed) answers of a
+    left-padded batch: (answer ids up to and including EOS, finish)."""
+    config = sampling_config(max_new_tokens, loaded.eos_token_ids, sampling)
+    if not sampling.greedy:
+        torch.manual_seed(sampling.seed)
     pad = config.pad_token_id
     width = max(map(len, prompts))
     input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=loaded.device)
@@ -157,6 +162,19 @@ def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: 
         stop = next((i for i, t in enumerate(row) if t in loaded.eos_token_ids), None)
         answers.append((row[: stop + 1], "eos") if stop is not None else (row, "length"))
     return answers
+
+
+def resampled(loaded: LoadedModel, samples: list[dict], sampling: Sampling, batch_size: int = 16) -> list[dict]:
+    """``samples`` answered again with ``sampling`` (batch b seeded with sampling.seed + b), each up to
+    the longest of their answers: answers like those of sampled requests, for calibration."""
+    max_new_tokens, answered = max(len(s["answer_ids"]) for s in samples), []
+    for start in tqdm(range(0, len(samples), batch_size), desc="sampling answers", unit="batch"):
+        batch = samples[start:start + batch_size]
+        seeded = Sampling(sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed + start // batch_size)
+        answers = answer_batch(loaded, [s["prompt_ids"] for s in batch], max_new_tokens, seeded)
+        answered += [{**sample, "answer_ids": answer, "finish": finish}
+                     for sample, (answer, finish) in zip(batch, answers)]
+    return answered
 
 
 def make_data(loaded: LoadedModel, output: Path, questions: int | None, max_new_tokens: int = 192,

@@ -12,10 +12,10 @@ from bita.decode.sampling import Sampling, target_probs
 from bita.drafts.dynamic import DynamicShape
 from bita.drafts.tree import ROOT, parse_tree_spec
 from bita.errors import BitaError
-from bita.model.rank_stats import MISS
+from bita.model.rank_stats import MISS, encode_pass
 from bita.model.target_stats import OUTSIDE, TARGET_TOP, TargetDepth, decode_target, encode_target, target_summaries
 from bita.plan.dynamic_plan import ScoredPass, forecast_passes
-from bita.plan.sampled_forecast import forecast_sampled, sampled_passes, warped_top
+from bita.plan.sampled_forecast import forecast_sampled, sampled_passes, sampling_passes, warped_top
 
 SETTINGS = [Sampling(0.3), Sampling(0.7), Sampling(1.0), Sampling(1.6), Sampling(5.0), Sampling(0.7, top_p=0.9),
             Sampling(1.0, top_k=3), Sampling(1.0, top_p=0.5, top_k=5), Sampling(1.0, top_p=0.999)]
@@ -132,3 +132,22 @@ def test_as_the_temperature_falls_the_sampled_forecast_becomes_the_greedy_one():
 def test_passes_without_targets_cannot_be_forecast_sampled():
     with pytest.raises(BitaError, match="calibrate"):
         sampled_passes([ScoredPass((0, 0, 0), [[0.9]] * 3, 0, 0)])
+
+
+def test_sampled_requests_mix_greedy_and_sampled_contexts_by_temperature():
+    def lines(first_rank):
+        return {"pass_sample": [encode_pass([first_rank, 0, 0], [[900], [900], [900]], [0, 0])] * 10,
+                "target_sample": ["0,-100,-200,-300,-400/0,0,0,0,0,0/0,1,2,3,4,5/0"] * 10}
+
+    class Config:
+        acceptance = {**lines(0), "sampled_contexts": {"temperature": 1.0, **lines(1)}}
+
+    class Adapter:
+        config = Config()
+
+    for temperature, hot in ((0.3, 3), (0.7, 7), (1.0, 10), (1.5, 10)):
+        mixed = sampling_passes(Adapter(), Sampling(temperature))
+        assert len(mixed) == 10 and sum(p.ranks[0] == 1 for p in mixed) == hot
+    del Config.acceptance["sampled_contexts"]
+    with pytest.raises(BitaError, match="calibrate"):
+        sampling_passes(Adapter(), Sampling(0.7))
