@@ -2,7 +2,8 @@
 
     git worktree add /tmp/before <commit>              # the code before a change (sub-package layout)
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --before /tmp/before --rounds 25
-    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock   # same code, stock vs the measured plan
+    # same code, stock kernels vs the measured plan:
+    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
 
 Both sides run on one loaded model (its linears packed by ``bita.model.kernels``; a side with stock
@@ -123,7 +124,8 @@ def main() -> None:
     for entry in ["ar"] + args.trees:
         (b, before), (a, after) = cell(("before", entry)), cell(("after", entry))
         label = "AR pass" if entry == "ar" else f"`{entry}`"
-        print(f"| {label} | {before} | {after} | {100 * (a - b) / b:+.0f} % | {b / ar_before:.2f} | {a / ar_after:.2f} |")
+        change = 100 * (a - b) / b
+        print(f"| {label} | {before} | {after} | {change:+.0f} % | {b / ar_before:.2f} | {a / ar_after:.2f} |")
 
 
 if __name__ == "__main__":

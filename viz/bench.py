@@ -16,7 +16,8 @@ def speedup_by_category(report: dict) -> go.Figure:
         text=[f"{s['speedup']:.2f}x<br>tau {s['mean_accepted']:.2f}" for _, s in rows], textposition="outside",
         marker_color=["#4c78a8"] * (len(rows) - 1) + ["#f58518"]))
     figure.add_hline(y=1.0, line_dash="dot", annotation_text=report["summary"]["baseline"])
-    figure.update_layout(title=f"Speedup per category ({report['summary']['device']}, tree {report['summary']['tree']})",
+    summary = report["summary"]
+    figure.update_layout(title=f"Speedup per category ({summary['device']}, tree {summary['tree']})",
                          yaxis_title=f"BiTA tok/s / {report['summary']['baseline']} tok/s", template="plotly_white")
     return figure
 

@@ -76,7 +76,8 @@ def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
     for depth, previous, children, hit in walk(record):
         tried = children[: children.index(hit)] if hit else children
         lost = ", ".join(quoted(decode, n.token) for n in tried)
-        lead = f"{depth}. After {quoted(decode, previous)}" + (f" the candidates {lost} lost their draws;" if lost else "")
+        lead = (f"{depth}. After {quoted(decode, previous)}"
+                + (f" the candidates {lost} lost their draws;" if lost else ""))
         if hit is not None:
             steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit.token)} "
                          f"({draft_origin(hit)}) won its draw (accepted with the model's probability of it): "

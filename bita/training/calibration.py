@@ -109,7 +109,8 @@ def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_r
 def calibrate_sampled(adapter: BitaAdapter, model: nn.Module, samples: list[dict], temperature: float,
                       max_rank: int = MAX_RANK) -> dict:
     """Score ``samples``, whose answers were sampled at ``temperature``, and store a sample of their
-    passes, all with their targets, as ``adapter.config.acceptance["sampled_contexts"]``: what sampled requests are forecast from
+    passes, all with their targets, as ``adapter.config.acceptance["sampled_contexts"]``: what sampled
+    requests are forecast from
     (with the greedy answers' passes, bita/plan/sampled_forecast.py). Needs ``calibrate`` first."""
     if not adapter.config.acceptance:
         raise BitaError("calibrate the adapter on greedy answers first")

@@ -46,7 +46,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
-    assert report["setup"]["kernels"].startswith("measured") and report["setup"]["methods"] == ["hf", "ar", "pld", "bita"]
+    assert report["setup"]["kernels"].startswith("measured")
+    assert report["setup"]["methods"] == ["hf", "ar", "pld", "bita"]
     assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1+ngram:4"
     assert summary["drafts"] == "both"
     assert summary["reference"] == "our AR loop" and summary["baseline"] == "HF generate"
@@ -63,7 +64,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
                                                                                   "HF prompt lookup"))
     assert "Prompts whose tokens equal BiTA's: HF generate 2/2, our AR loop 2/2, HF prompt lookup 2/2." in table
     figures = page.read_text()
-    assert all(title in figures for title in ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass"))
+    titles = ("Speedup per category", "Tokens per forward pass", "Cost of one forward pass")
+    assert all(title in figures for title in titles)
 
 
 def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path, capsys, default_model):
