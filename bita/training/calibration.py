@@ -51,7 +51,8 @@ def heldout_passes(adapter: BitaAdapter, model: nn.Module, samples: list[dict], 
     for sample in tqdm(samples, desc="draft ranks", unit="sample"):
         batch = make_batch([sample], max_length, max_length, random.Random(0), every_anchor=True)
         input_ids = batch.input_ids.to(device)
-        logits, targets_, counted = objective.mask_logits(input_ids, batch.lengths.to(device), batch.anchors.to(device))
+        logits, targets_, counted, hidden = objective.mask_logits(input_ids, batch.lengths.to(device),
+                                                                  batch.anchors.to(device))
         better = (logits > logits.gather(-1, targets_.clamp(min=0)[..., None])).sum(-1)  # [1, G*n]
         rank = torch.where(better < max_rank, better, torch.full_like(better, MISS)).view(-1, n)
         top = torch.softmax(logits.float(), -1).topk(max_rank, -1)
@@ -62,18 +63,18 @@ def heldout_passes(adapter: BitaAdapter, model: nn.Module, samples: list[dict], 
         anchors = batch.anchors[0][complete].tolist()
         ngram.append(torch.tensor(ngram_outcomes(sequence, anchors), dtype=torch.long))
         drafts = top.indices.view(-1, n, max_rank)[complete][..., :SAMPLE_RANKS].cpu()
-        targets.append(target_rows(model, input_ids[:, :len(sequence)], anchors, drafts))
+        targets.append(target_rows(model, hidden[0], batch.input_ids[0, :len(sequence)], anchors, drafts))
     return HeldoutPasses(torch.cat(ranks), torch.cat(probs), torch.cat(ngram).view(-1, 2),
                          {key: torch.cat([t[key] for t in targets]) for key in targets[0]})
 
 
-def target_rows(model: nn.Module, input_ids: torch.Tensor, anchors: list[int], drafts: torch.Tensor) -> dict:
+def target_rows(model: nn.Module, hidden: torch.Tensor, sequence: torch.Tensor, anchors: list[int],
+                drafts: torch.Tensor) -> dict:
     """The target's distribution at depths 1..TARGET_DEPTHS past each anchor a (the row at a + d predicts
-    token a + 1 + d, depth d's): input_ids [1, T]; drafts [N, n, R] (the mask drafts' token ids)."""
-    sequence = input_ids[0].cpu()
+    token a + 1 + d, depth d's): hidden [>= T, H], the frozen model's hidden states over sequence [T]
+    (CPU); drafts [N, n, R] (the mask drafts' token ids)."""
     rows = torch.tensor(anchors)[:, None] + torch.arange(1, TARGET_DEPTHS + 1)  # [N, D]
     answered = rows + 1 < len(sequence)
-    hidden = model.base_model(input_ids=input_ids).last_hidden_state[0]  # [T, H]
     logits = output_logits(model, hidden[rows.clamp(max=len(sequence) - 1).to(hidden.device)]).cpu()
     depths = torch.full((len(anchors), TARGET_DEPTHS, drafts.shape[2]), -1, dtype=torch.long)
     drafted = min(TARGET_DEPTHS, drafts.shape[1])
@@ -110,8 +111,8 @@ def calibrate_sampled(adapter: BitaAdapter, model: nn.Module, samples: list[dict
                       max_rank: int = MAX_RANK) -> dict:
     """Score ``samples``, whose answers were sampled at ``temperature``, and store a sample of their
     passes, all with their targets, as ``adapter.config.acceptance["sampled_contexts"]``: what sampled
-    requests are forecast from
-    (with the greedy answers' passes, bita/plan/sampled_forecast.py). Needs ``calibrate`` first."""
+    requests are forecast from (with the greedy answers' passes, bita/plan/sampled_forecast.py).
+    Needs ``calibrate`` first."""
     if not adapter.config.acceptance:
         raise BitaError("calibrate the adapter on greedy answers first")
     if not samples:

@@ -23,7 +23,7 @@ import re
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -170,7 +170,7 @@ def resampled(loaded: LoadedModel, samples: list[dict], sampling: Sampling, batc
     max_new_tokens, answered = max(len(s["answer_ids"]) for s in samples), []
     for start in tqdm(range(0, len(samples), batch_size), desc="sampling answers", unit="batch"):
         batch = samples[start:start + batch_size]
-        seeded = Sampling(sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed + start // batch_size)
+        seeded = replace(sampling, seed=sampling.seed + start // batch_size)
         answers = answer_batch(loaded, [s["prompt_ids"] for s in batch], max_new_tokens, seeded)
         answered += [{**sample, "answer_ids": answer, "finish": finish}
                      for sample, (answer, finish) in zip(batch, answers)]

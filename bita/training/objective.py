@@ -59,7 +59,8 @@ class SarObjective(nn.Module):
         """Logits of every mask row and what it should predict.
 
         input_ids: [B, T]; lengths: [B]; anchors: [B, G] (-1 = unused group).
-        Returns logits [B, G*n, V], targets [B, G*n] (IGNORE where not counted), counted [B, G*n] bool.
+        Returns logits [B, G*n, V], targets [B, G*n] (IGNORE where not counted), counted [B, G*n] bool,
+        and the frozen model's hidden states of the ordinary tokens [B, T, H] (no gradient).
         """
         model = self._frozen[0]
         n = self.adapter.n_masks
@@ -68,7 +69,8 @@ class SarObjective(nn.Module):
         valid = torch.arange(width, device=input_ids.device)[None] < lengths[:, None]  # [B, T]
         with torch.no_grad():
             ordinary = DynamicCache()
-            model.base_model(input_ids=input_ids, attention_mask=valid.long(), past_key_values=ordinary, use_cache=True)
+            ordinary_hidden = model.base_model(input_ids=input_ids, attention_mask=valid.long(),
+                                               past_key_values=ordinary, use_cache=True).last_hidden_state
         context = [(layer.keys, layer.values) for layer in ordinary.layers]
         packed = packed_groups(anchors, n, width)
         rows = anchors.shape[1] * n
@@ -87,11 +89,11 @@ class SarObjective(nn.Module):
         ).last_hidden_state
         counted = (anchors >= 0).repeat_interleave(n, dim=1) & (packed.target_index < lengths[:, None])
         targets = input_ids.gather(1, packed.target_index.clamp(max=width - 1)).masked_fill(~counted, IGNORE)
-        return output_logits(model, hidden), targets, counted
+        return output_logits(model, hidden), targets, counted, ordinary_hidden
 
     def forward(self, input_ids, lengths, anchors):
         """SAR loss (cross-entropy on mask rows) and per-depth top-1 hits and counts [n]."""
-        logits, targets, counted = self.mask_logits(input_ids, lengths, anchors)
+        logits, targets, counted, _ = self.mask_logits(input_ids, lengths, anchors)
         n = self.adapter.n_masks
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         hits = (logits.argmax(-1) == targets) & counted

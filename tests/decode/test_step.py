@@ -87,7 +87,7 @@ def test_training_groups_equal_decoding_groups(tiny, prompt_style):
     adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=N_MASKS, seed=3, prompt_style=prompt_style)
     sequence = random_prompts(1, seed=5, low=20, high=21)[0]
     anchors = torch.tensor([[3, 9, 15]])
-    logits, _, _ = SarObjective(adapter, tiny).mask_logits(torch.tensor([sequence]), torch.tensor([len(sequence)]),
+    logits, _, _, _ = SarObjective(adapter, tiny).mask_logits(torch.tensor([sequence]), torch.tensor([len(sequence)]),
                                                            anchors)
     for group, anchor in enumerate(anchors[0].tolist()):
         expected = lone_group_logits(tiny, adapter, sequence[: anchor + 1])
