@@ -30,8 +30,7 @@ from bita.drafts.trie import GROUPS_NONE
 from bita.generate import make_stop
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
-from bita.plan.dynamic_plan import forecast_passes, stored_passes
-from bita.plan.sampled_forecast import forecast_sampled, sampling_passes
+from bita.plan.sampled_forecast import forecasting
 from bita.plan.tree_plan import plan_tree
 
 
@@ -39,8 +38,8 @@ def forecast_tau(adapter, plan, sampling: Sampling) -> float | None:
     """What the adapter's pass sample forecasts for this plan at this setting (None for plain AR)."""
     if plan.tree is None:
         return None
-    guess = (forecast_passes(plan.tree, stored_passes(adapter), plan.ngram_tokens) if sampling.greedy
-             else forecast_sampled(plan.tree, sampling_passes(adapter, sampling), sampling, plan.ngram_tokens))
+    forecaster, passes = forecasting(adapter, sampling)
+    guess = forecaster(plan.tree, passes, plan.ngram_tokens)
     return round(guess.tokens_per_pass, 3)
 
 

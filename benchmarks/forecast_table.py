@@ -13,8 +13,7 @@ import argparse
 from bita.decode.sampling import Sampling
 from bita.model.loading import load_model
 from bita.model.shipped import resolve_adapter
-from bita.plan.dynamic_plan import forecast_passes, stored_passes
-from bita.plan.sampled_forecast import forecast_sampled, sampling_passes
+from bita.plan.sampled_forecast import forecasting
 from bita.plan.tree_plan import DEFAULT_NGRAM_TOKENS, resolve_tree
 
 
@@ -32,10 +31,8 @@ def main() -> None:
         tree, chain = resolve_tree(spec, adapter), DEFAULT_NGRAM_TOKENS if drafts == "both" else 0
         taus = []
         for temperature in temperatures:
-            sampling = Sampling(temperature, seed=0)
-            guess = (forecast_passes(tree, stored_passes(adapter), chain) if sampling.greedy
-                     else forecast_sampled(tree, sampling_passes(adapter, sampling), sampling, chain))
-            taus.append(f"{guess.tokens_per_pass:.3f}")
+            forecaster, passes = forecasting(adapter, Sampling(temperature, seed=0))
+            taus.append(f"{forecaster(tree, passes, chain).tokens_per_pass:.3f}")
         print(f"| `{config}` | " + " | ".join(taus) + " |")
 
 

@@ -15,7 +15,6 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +29,8 @@ from ..model.loading import LoadedModel, cache_root
 from ..model.rank_stats import stored_ranks
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
-from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes, forecast_passes, stored_passes
-from .sampled_forecast import OUTDATED as OUTDATED_FOR_SAMPLING
-from .sampled_forecast import forecast_sampled, sampling_passes
+from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes
+from .sampled_forecast import forecasting
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -152,16 +150,13 @@ def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None
     """Every static candidate and dynamic budget, forecast on the adapter's pass sample, greedy or under
     ``sampling``; none where its statistics predate dynamic trees and decoding is greedy (then static
     trees are forecast from the rank counts). Sampled forecasts need the stored targets (BitaError)."""
-    greedy = sampling is None or sampling.greedy
     try:
-        passes = stored_passes(adapter)
+        forecaster, passes = forecasting(adapter, sampling)
         shapes = [dynamic_shapes(adapter, rows) for rows in DYNAMIC_ROWS]
     except BitaError:
-        if greedy:
+        if sampling is None or sampling.greedy:
             return []
-        raise BitaError(OUTDATED_FOR_SAMPLING) from None
-    forecaster = forecast_passes if greedy else partial(forecast_sampled, sampling=sampling)
-    passes = passes if greedy else sampling_passes(adapter, sampling)
+        raise
     # static shapes first: on a tie (a dynamic tree of a static one's rows may forecast the same) the static one wins
     static = [(tree := parse_tree_spec(spec), forecaster(tree, passes)) for spec in candidate_trees(adapter.n_masks)]
     return static + [best_forecast(depths, passes, forecaster) for depths in shapes]

@@ -14,6 +14,7 @@ n-gram chain was right so far; then the walk goes on down the answer's path.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache, partial
 
 import numpy as np
@@ -115,3 +116,18 @@ def forecast_sampled(tree: DraftTree | DynamicShape, passes: list[ScoredPass], s
                      ngram_tokens: int = 0) -> Forecast:
     """``dynamic_plan.forecast_passes`` when every token is sampled with ``sampling`` (not greedy)."""
     return forecast_passes(tree, sampled_passes(passes), ngram_tokens, partial(sampled_outcome, sampling=sampling))
+
+
+Forecaster = Callable[..., Forecast]  # (tree or shape, passes, ngram_tokens=0) -> Forecast
+
+
+def forecasting(adapter: BitaAdapter, sampling: Sampling | None) -> tuple[Forecaster, list[ScoredPass]]:
+    """How requests decoded with ``sampling`` (None or greedy: the greedy walk) are forecast, and on which
+    of the adapter's stored passes (BitaError where it lacks them)."""
+    if sampling is None or sampling.greedy:
+        return forecast_passes, stored_passes(adapter)
+
+    def at_setting(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0) -> Forecast:
+        return forecast_sampled(tree, passes, sampling, ngram_tokens)
+
+    return at_setting, sampling_passes(adapter, sampling)
