@@ -10,26 +10,21 @@ compile's seconds per row count, the largest difference of their hidden states, 
 ms of the decoder stack (no LM head) per row count.
 """
 
-import argparse
 import statistics
 import time
 
 import torch
+from lean_setup import lean_benchmark, prefill, random_rows
 
 from bita.model.kernel_plan import ROW_BUCKETS, STOCK
 from bita.model.lean_llama import LeanLlama, lean_of
-from bita.model.loading import load_model
 
 ROWS = (1, 2, 4, 8, 16)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--context", type=int, default=300)
-    args = parser.parse_args()
-    loaded = load_model(device="cpu")
-    model, generator = loaded.model, torch.Generator().manual_seed(0)
+    args, loaded, generator = lean_benchmark(__doc__)
+    model = loaded.model
     eager = lean_of(model)
     stock = LeanLlama(model)
     for layer in stock.layers:
@@ -37,15 +32,12 @@ def main() -> None:
             if hasattr(linear, "paths"):
                 linear.paths, linear.packed, linear.transposed = (STOCK,) * len(ROW_BUCKETS), None, None
     compiled = torch.compile(stock.forward, dynamic=True)
-    embed = model.get_input_embeddings()
     cache = eager.new_cache()
-    with torch.inference_mode():
-        eager.forward(cache, embed(torch.randint(100, 49000, (args.context,), generator=generator)),
-                      torch.arange(args.context), torch.ones(args.context, args.context, dtype=torch.bool).tril())
+    prefill(eager.forward, cache, random_rows(model, args.context, generator))
 
     def one_pass(forward, rows: int) -> tuple[torch.Tensor, float]:
         with torch.inference_mode():
-            x = embed(torch.randint(100, 49000, (rows,), generator=generator))
+            x = random_rows(model, rows, generator)
             allowed = torch.ones(rows, args.context + rows, dtype=torch.bool).tril(args.context)
             started = time.perf_counter()
             hidden = forward(cache, x, torch.arange(args.context, args.context + rows), allowed)

@@ -15,18 +15,17 @@ buffer. First the logits are compared with transformers'; then the median ms per
 with the spread.
 """
 
-import argparse
 import statistics
 import time
 from functools import partial
 
 import torch
+from lean_setup import lean_benchmark, prefill, random_rows
 from transformers import DynamicCache
 
 from bita.decode.step import forward_rows
 from bita.model.device import describe_device, output_logits
 from bita.model.lean_llama import LeanLlama, lean_of
-from bita.model.loading import load_model
 from bita.model.padded import PaddedLean
 
 ROWS = (1, 2, 4, 8, 16)
@@ -39,23 +38,17 @@ def tree_mask(rows: int, context: int, generator: torch.Generator) -> torch.Tens
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--context", type=int, default=300)
-    args = parser.parse_args()
-    loaded = load_model(device="cpu")
-    model, generator = loaded.model, torch.Generator().manual_seed(0)
-    embed = model.get_input_embeddings()
+    args, loaded, generator = lean_benchmark(__doc__)
+    model = loaded.model
     lean = lean_of(model)
     assert isinstance(lean, LeanLlama), "the lean forward does not run this model on this device"
     padded = PaddedLean(lean, graphs=False)
     sides = {"transformers + DynamicCache": (DynamicCache(config=model.config), partial(forward_rows, model)),
              "lean + static KV": (lean.new_cache(), lean.forward),
              "lean, padded to the row bucket": (padded.new_cache(), padded.forward)}
-    prompt = embed(torch.randint(100, 49000, (args.context,), generator=generator))
-    causal = torch.ones(args.context, args.context, dtype=torch.bool).tril()
+    prompt = random_rows(model, args.context, generator)
     for cache, forward in sides.values():
-        forward(cache, prompt, torch.arange(args.context), causal)
+        prefill(forward, cache, prompt)
 
     def one_pass(side, rows, allowed):
         cache, forward = sides[side]
@@ -71,7 +64,7 @@ def main() -> None:
     print(f"| rows | {' | '.join(names)} | lean / transformers | padded / lean | max logit difference |")
     print("|---:|" + "---:|" * (len(names) + 3))
     for count in ROWS:
-        rows = embed(torch.randint(100, 49000, (count,), generator=generator))
+        rows = random_rows(model, count, generator)
         allowed = tree_mask(count, args.context, generator)
         reference = one_pass(names[0], rows, allowed)
         difference = max((one_pass(name, rows, allowed) - reference).abs().max().item() for name in names[1:])
