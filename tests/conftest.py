@@ -8,14 +8,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub: fail
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config  # noqa: E402
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GPT2Config, LlamaConfig,  # noqa: E402
+                          MistralConfig, Qwen2Config, Qwen3Config)
 
 from bita.decode.autoregressive import ar_steps  # noqa: E402
 from bita.decode.hf_reference import hf_generate  # noqa: E402
 from bita.decode.step import bita_steps  # noqa: E402
 from bita.decode.stopping import StopCondition  # noqa: E402
 from bita.drafts.dynamic import DynamicShape, Reliability  # noqa: E402
-from bita.drafts.tree import parse_tree_spec  # noqa: E402
+from bita.drafts.tree import EMPTY_TREE, parse_tree_spec  # noqa: E402
 from bita.model.adapter import BitaAdapter  # noqa: E402
 
 VOCAB = 512
@@ -31,11 +32,27 @@ TINY_CONFIGS = {
                                bos_token_id=1, eos_token_id=2),
 }
 
+# Attention patterns past a window of WINDOW tokens: interleaved local/global layers (Gemma 3, with
+# QK-norm and per-type rotary bases; Gemma 2, with soft-capped attention and logits), all layers
+# windowed (Mistral), windowed layers above full ones (Qwen2; Qwen3 with QK-norm).
+WINDOW = 8
+GEMMA = dict(head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=16)
+WINDOWED_CONFIGS = {
+    "gemma3": lambda: Gemma3TextConfig(**{**COMMON, "num_hidden_layers": 3}, **GEMMA,
+                                       layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+    "gemma2": lambda: Gemma2Config(**COMMON, **GEMMA, attn_logit_softcapping=5.0, final_logit_softcapping=3.0),
+    "mistral-window": lambda: MistralConfig(**COMMON, sliding_window=WINDOW),
+    "qwen2-window": lambda: Qwen2Config(**COMMON, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1),
+    "qwen3-window": lambda: Qwen3Config(**COMMON, head_dim=16, use_sliding_window=True, sliding_window=WINDOW,
+                                        max_window_layers=1),
+}
+
 
 def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
-    """A random tiny model; weights scaled up so its greedy choices are clear-cut."""
+    """A random tiny model (TINY_CONFIGS or WINDOWED_CONFIGS); weights scaled up so its greedy
+    choices are clear-cut."""
     torch.manual_seed(seed)
-    config = TINY_CONFIGS[arch]()
+    config = {**TINY_CONFIGS, **WINDOWED_CONFIGS}[arch]()
     config.initializer_range = 0.2
     model = AutoModelForCausalLM.from_config(config).eval()
     return model.requires_grad_(False)
@@ -43,6 +60,11 @@ def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
 
 @pytest.fixture(scope="session", params=sorted(TINY_CONFIGS))
 def tiny(request):
+    return tiny_model(request.param)
+
+
+@pytest.fixture(scope="session", params=sorted(WINDOWED_CONFIGS))
+def windowed_tiny(request):
     return tiny_model(request.param)
 
 
@@ -86,8 +108,10 @@ RAW_PROBABILITIES = Reliability(tuple(i / 100 for i in range(1, 101)), (tuple(i 
 
 
 def tree_of(spec: str, depth: int = 3):
-    """A static tree spec's DraftTree, or for 'dynamic:ROWS' a dynamic shape of ``depth``-mask groups
+    """A static tree spec's DraftTree (no mask drafts for ''), or for 'dynamic:ROWS' a dynamic shape of ``depth``-mask groups
     scoring drafts by their raw probabilities (tiny random adapters have no calibration)."""
+    if not spec:
+        return EMPTY_TREE
     if spec.startswith("dynamic:"):
         return DynamicShape(int(spec.split(":")[1]), depth, 4, 1.0, RAW_PROBABILITIES)
     return parse_tree_spec(spec)

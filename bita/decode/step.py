@@ -26,7 +26,8 @@ from ..model.adapter import BitaAdapter
 from ..model.device import device_of, output_logits, timed
 from ..model.lean_llama import lean_of
 from ..model.static_kv import StaticKV
-from .masks import PassLayout, additive_mask, allowed_keys, decode_layout
+from .layer_masks import layer_attention_mask
+from .masks import PassLayout, allowed_keys, decode_layout
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from .sampling import GREEDY, Sampling, next_token
 from .stopping import StopCondition
@@ -75,17 +76,21 @@ def new_cache(model: nn.Module, adapter: BitaAdapter | None = None) -> DynamicCa
 
 
 def forward_rows(model: nn.Module, cache: DynamicCache | StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
-                 allowed: torch.Tensor) -> torch.Tensor:
+                 allowed: torch.Tensor, n_prompt: int = 0) -> torch.Tensor:
     """Rows embeds [R, H] at ``positions`` [R] through the frozen model, appended to ``cache``;
-    ``allowed`` [R, cached + R] bool. Returns last hidden states [R, H]: the lean forward's for a
-    StaticKV, transformers' for a DynamicCache (within 1e-5 on tiny models, tests/model/test_lean_llama.py;
-    bit-identical logits on the default model, benchmarks/lean_forward.py)."""
+    ``allowed`` [R, cached + R] bool, where the cache holds ``n_prompt`` prompt slots and then the
+    ordinary tokens at positions 0, 1, ... Returns last hidden states [R, H]: the lean forward's for
+    a StaticKV, transformers' for a DynamicCache (within 1e-5 on tiny models, tests/model/test_lean_llama.py;
+    bit-identical logits on the default model, benchmarks/lean_forward.py), each sliding-window layer
+    seeing only its window (layer_masks.py)."""
     if isinstance(cache, StaticKV):
         return lean_of(model).forward(cache, embeds, positions, allowed)
     device, dtype = embeds.device, embeds.dtype
+    positions = positions.cpu()
+    keys = torch.cat([torch.arange(allowed.shape[-1] - len(positions) - n_prompt), positions])
+    mask = layer_attention_mask(model.config.get_text_config(), allowed, positions, keys, dtype, device)
     return model.base_model(inputs_embeds=embeds[None], position_ids=positions.to(device)[None],
-                            attention_mask=additive_mask(allowed, dtype, device), past_key_values=cache,
-                            use_cache=True).last_hidden_state[0]
+                            attention_mask=mask, past_key_values=cache, use_cache=True).last_hidden_state[0]
 
 
 def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache | StaticKV, layout: PassLayout,
@@ -100,7 +105,7 @@ def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache |
     ordinary = model.get_input_embeddings()(ordinary_tokens.to(device))
     masks = adapter.mask_embeddings[: layout.n_masks].to(dtype).repeat(len(layout.tree.group_anchors), 1)
     return forward_rows(model, cache, torch.cat([ordinary, masks.to(device)]), position + layout.position_offsets,
-                        allowed_keys(layout, adapter.n_prompt, context_length))
+                        allowed_keys(layout, adapter.n_prompt, context_length), adapter.n_prompt)
 
 
 def pass_tree(tree: DraftTree | DynamicShape, drafts: Drafts | None,

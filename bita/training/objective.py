@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from ..decode.masks import additive_mask, packed_groups
+from ..decode.layer_masks import layer_attention_mask
+from ..decode.masks import packed_groups
 from ..model.adapter import BitaAdapter
 from ..model.device import output_logits
 
@@ -74,6 +75,7 @@ class SarObjective(nn.Module):
         context = [(layer.keys, layer.values) for layer in ordinary.layers]
         packed = packed_groups(anchors, n, width)
         rows = anchors.shape[1] * n
+        positions = torch.arange(width, device=input_ids.device).expand(batch, -1)  # ordinary keys [B, T]
         allowed = torch.cat([
             torch.ones(batch, rows, self.adapter.n_prompt, dtype=torch.bool, device=input_ids.device),
             packed.visible_ordinary & valid[:, None, :],
@@ -83,7 +85,9 @@ class SarObjective(nn.Module):
             inputs_embeds=self.adapter.mask_embeddings.to(dtype).repeat(anchors.shape[1], 1)[None].expand(
                 batch, -1, -1),
             position_ids=packed.positions,
-            attention_mask=additive_mask(allowed, dtype, input_ids.device),
+            attention_mask=layer_attention_mask(model.config.get_text_config(), allowed, packed.positions,
+                                                torch.cat([positions, packed.positions], dim=1), dtype,
+                                                input_ids.device),
             past_key_values=self.adapter.prompt_cache(model, batch, dtype, context),
             use_cache=True,
         ).last_hidden_state

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import random_prompts, tree_of
+from conftest import WINDOW, assert_lossless, random_prompts, tree_of
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
@@ -35,6 +35,14 @@ def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_s
         records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24)))
         assert emitted(records) == reference
         assert records[-1].finish == "length" and all(r.finish is None for r in records[:-1])
+
+
+@pytest.mark.parametrize("spec", ["efficient:3,2,2", "full:2,2,2", "chain:1", "dynamic:12", ""])
+def test_bita_is_lossless_past_a_sliding_window(windowed_tiny, spec):
+    """Prompts from shorter than the window to five windows long, answers that run past it, on
+    every attention pattern (interleaved local/global, all windowed, windowed above full), with
+    mask drafts and n-gram chains ('': n-gram chains alone, the no-adapter path)."""
+    assert_lossless(windowed_tiny, spec, random_prompts(4, seed=13, low=WINDOW - 3, high=5 * WINDOW))
 
 
 def test_bita_stops_at_the_same_eos(tiny):
