@@ -1,7 +1,8 @@
 """BiTA in the browser: colour-coded streaming chat, AR vs BiTA side by side, and a pass inspector.
 
     python app.py                 # the embedded SmolLM2-135M-Instruct on this machine's device
-    python app.py --model PATH    # any HF causal LM with an adapter made for it
+    python app.py --model PATH    # any HF causal LM or GGUF (the shipped adapter made for it, if any)
+    python app.py --model PATH --adapter DIR   # with an adapter of your own
 
 The Space's entry point: flags, threads, the model load, launch. The page lives in ``bita/serve``
 (page.py wires layout.py's components to handlers.py and inspector.py), decoding in ``bita``,
@@ -44,6 +45,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the most new tokens one answer may ask for (default: 1024, on a Space 256)")
     parser.add_argument("--threads", type=int, default=container_cpus(),
                         help="torch threads (default: the CPUs the container's CPU quota allows)")
+    parser.add_argument("--adapter", help="the adapter selected when a page opens: a shipped name or a directory "
+                                          "(default: the shipped adapter made for this model, else untrained)")
     parser.add_argument("--tree", default="auto", help="the draft tree selected when a page opens")
     parser.add_argument("--drafts", choices=DRAFT_OPTIONS, default=DEFAULT_DRAFTS,
                         help="the drafts selected when a page opens")
@@ -65,7 +68,10 @@ def main() -> None:
     except BitaError as error:
         sys.exit(f"error: {error}")
     torch.set_num_threads(args.threads)
-    engine = Engine(partial(load_from, args))
+    try:
+        engine = Engine(partial(load_from, args), args.adapter)
+    except BitaError as error:
+        sys.exit(f"error: {error}")
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
     print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)
     limits = Limits(args.max_new_tokens, args.queue_size)

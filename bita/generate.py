@@ -72,7 +72,9 @@ def check_sampling(sampling: Sampling | None) -> Sampling:
 
 
 def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str, ...] = ()) -> StopCondition:
-    return StopCondition(max_new_tokens, loaded.eos_token_ids, stop_strings, loaded.tokenizer)
+    """Stop at EOS, at ``stop_strings`` and at the model's turn stops (a base model's next turn)."""
+    return StopCondition(max_new_tokens, loaded.eos_token_ids, tuple(stop_strings) + loaded.turn_stops,
+                         loaded.tokenizer)
 
 
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,

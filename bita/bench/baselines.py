@@ -18,8 +18,10 @@ def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
     ``hf_generate``), cut at stop strings like the other loops."""
     sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
+    stop = make_stop(loaded, max_new_tokens, stop_strings)
     generated, seconds = timed(device_of(loaded.model), lambda: hf_generate(
-        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens, sampling))
-    tokens, finish = make_stop(loaded, max_new_tokens, stop_strings).take(generated)
+        loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens, sampling,
+        tuple(stop.stop_strings), loaded.tokenizer))
+    tokens, finish = stop.take(generated)
     return RunResult("pld" if prompt_lookup_tokens else "hf", tokens,
                      loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

