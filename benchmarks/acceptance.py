@@ -7,8 +7,9 @@ the output file is skipped.
     PYTHONPATH=. python benchmarks/acceptance.py --suite mt-bench --output tau.jsonl \\
         "efficient:5,4,3|masks" "efficient:5,4,3|ngram" "efficient:5,4,3|both" "efficient:5,4,3|both|last"
 
-A configuration is ``TREE|DRAFTS[|NGRAM_GROUPS]``: a tree spec (or auto), masks|ngram|both,
-and where the n-gram chain's own nodes carry mask groups (none|last|all; bita/drafts/trie.py).
+A configuration is ``TREE|DRAFTS[|NGRAM_GROUPS]``: a tree spec (or auto), masks|ngram|both|all,
+and where the chains' own nodes carry mask groups (none|last|all; bita/drafts/trie.py).
+Accepted drafts are counted by who proposed them (``accepted_by_source``).
 Each line also gives the mean and largest rows of a decoding pass (the prefill excluded), and a
 digest of every answer's tokens: greedy decoding is lossless, so every configuration's is the same.
 """
@@ -46,14 +47,15 @@ def forecast_tau(adapter, plan, sampling: Sampling) -> float | None:
 def measure(loaded, adapter, prompts, config: str, max_new_tokens: int, sampling: Sampling) -> dict:
     tree, drafts, groups = (config.split("|") + [GROUPS_NONE])[:3]
     plan = plan_tree(loaded, adapter, tree, drafts, sampling=sampling)
-    tokens, passes, rows, answers = Counter(), Counter(), [], hashlib.sha1()
+    tokens, passes, rows, answers, sources = Counter(), Counter(), [], hashlib.sha1(), Counter()
     started = time.perf_counter()
     for prompt in tqdm(prompts, desc=config):
         ids, answer = encode_chat(loaded.tokenizer, list(prompt.messages)), []
         for record in bita_steps(loaded.model, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
                                  ngram_tokens=plan.ngram_tokens, ngram_groups=groups,
-                                 sampling=sampling):
+                                 sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_tokens):
             tokens[prompt.category] += len(record.emitted)
+            sources.update(s for s in record.emitted_sources() if s is not None)
             passes[prompt.category] += 1
             rows += [record.rows] if record.kind == "tree" else []
             answer += record.emitted
@@ -63,7 +65,8 @@ def measure(loaded, adapter, prompts, config: str, max_new_tokens: int, sampling
             "forecast_tau": forecast_tau(adapter, plan, sampling), "sampling": sampling.describe(),
             "rows_per_pass": round(statistics.mean(rows), 2), "max_rows": max(rows),
             "answers_sha1": answers.hexdigest()[:12], "seconds": round(time.perf_counter() - started),
-            "per_category": {c: round(tokens[c] / passes[c], 3) for c in tokens}}
+            "per_category": {c: round(tokens[c] / passes[c], 3) for c in tokens},
+            "accepted_by_source": dict(sources)}
 
 
 def main() -> None:

@@ -80,17 +80,19 @@ def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str,
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,
                 tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
                 record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
-                ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None) -> Iterator[StepRecord]:
+                ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None,
+                corpus: str | None = None) -> Iterator[StepRecord]:
     """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
-    (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator."""
+    (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator;
+    ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers)."""
     sampling = check_sampling(sampling)
-    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling)
+    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling, corpus=corpus)
     if plan.tree is None:
         return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
     return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
-                      sampling=sampling)
+                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_tokens)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,

@@ -17,7 +17,7 @@ from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
 from .layout import fit_narrow
-from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, SOURCE_SYMBOLS, depth_color
+from .palette import BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, depth_color, source_symbol
 
 
 def tree_positions(record: StepRecord) -> dict[int, tuple[int, float]]:
@@ -85,7 +85,7 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
         if keys:
             figure.add_trace(_markers(name, keys, positions, [token_label(decode, nodes[i].token) for i in keys],
                                       [hover(i) for i in keys], colors,
-                                      [SOURCE_SYMBOLS[nodes[i].source] for i in keys]))
+                                      [source_symbol(nodes[i].source) for i in keys]))
     bonus_label = token_label(decode, record.bonus)
     figure.add_trace(_markers("bonus (model's own)", [bonus], positions, [bonus_label],
                               [f"{bonus_label}<br>bonus: the model's next token after the accepted drafts"],
@@ -93,7 +93,7 @@ def draft_tree_figure(record: StepRecord, decode: Decode) -> go.Figure:
     summary = (f"{len(path)} of {len(nodes)} drafts accepted" if nodes
                else "no draft tree: root and bonus only")
     if any(n.source != MASK for n in nodes):
-        summary += " (◆ context n-gram, ■ n-gram and masks)"
+        summary += " (◆ context n-gram, ★ past answers, ■ several agreed)"
     if any(n.chance is not None for n in nodes):
         summary += "; a dynamic tree: hover for each draft's estimated chance"
     leaves = 1 + max(y for _, y in positions.values())

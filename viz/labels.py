@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable
 
 from bita.decode.records import DraftNode
-from bita.drafts.sources import BOTH, MASK, NGRAM
+from bita.drafts.sources import CORPUS, MASK, NGRAM, parts
 
 Decode = Callable[[list[int]], str]
 
@@ -23,10 +23,12 @@ def token_label(decode: Decode, token: int, limit: int = 16) -> str:
 
 
 def draft_origin(node: DraftNode, prob_digits: int = 2, short: bool = False) -> str:
-    """Who proposed a draft: 'rank 1, p=0.23' (the mask drafts), 'context n-gram', or both;
-    ``short``: 'r1', 'ng', 'r1+ng'."""
+    """Who proposed a draft: 'rank 1, p=0.23' (the mask drafts), 'context n-gram', 'corpus', or
+    several joined ('rank 1, p=0.23, and the context n-gram'); ``short``: 'r1', 'ng', 'co', 'r1+ng'."""
     if short:
-        mask, ngram, joint = f"r{node.rank}", "ng", "+"
+        names, joiner = {MASK: f"r{node.rank}", NGRAM: "ng", CORPUS: "co"}, "+"
     else:
-        mask, ngram, joint = f"rank {node.rank}, p={node.prob:.{prob_digits}f}", "context n-gram", ", and the "
-    return {MASK: mask, NGRAM: ngram, BOTH: mask + joint + ngram}[node.source]
+        names = {MASK: f"rank {node.rank}, p={node.prob:.{prob_digits}f}", NGRAM: "context n-gram",
+                 CORPUS: "past answers (corpus)"}
+        joiner = ", and the "
+    return joiner.join(names[part] for part in parts(node.source))

@@ -14,15 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bita.decode.records import BONUS, DraftNode, StepRecord, accepted_role
-from bita.drafts.sources import MASK
+from bita.drafts.sources import CORPUS, NGRAM
+from bita.drafts.sources import parts as source_parts
 
 from .labels import Decode, draft_origin
-from .palette import REJECTED_COLOR, depth_color, role_color
+from .palette import CORPUS_COLOR, REJECTED_COLOR, depth_color, role_color
 
 _TOKEN_STYLE = "background-color:{color};color:#111;border-radius:3px;padding:0 1px"
 _REJECTED_STYLE = (f"color:{REJECTED_COLOR};text-decoration:line-through;opacity:0.75;"
                    "font-size:0.85em;margin:0 2px")
 _NGRAM_STYLE = ";text-decoration:underline dotted 2px;text-underline-offset:3px"
+_CORPUS_STYLE = f";text-decoration:underline wavy {CORPUS_COLOR} 2px;text-underline-offset:3px"
+
+
+def source_style(source: str | None) -> str:
+    """Extra style of an accepted token by who proposed it: none for the masks (and the bonus),
+    a dotted underline for the context n-gram, an orange wavy one for the corpus (either with the masks)."""
+    found = source_parts(source) if source else ()
+    return _CORPUS_STYLE if CORPUS in found else _NGRAM_STYLE if NGRAM in found else ""
 _BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;"
               "word-break:break-word;line-height:1.8")
 
@@ -88,8 +97,7 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
             span = next(spans)
             title = html.escape(_hover(record, span.role, alternatives, decode))
             text = html.escape(span.text).replace("\n", "<br>")
-            style = _TOKEN_STYLE.format(color=role_color(span.role)) + (_NGRAM_STYLE if source not in (None, MASK)
-                                                                         else "")
+            style = _TOKEN_STYLE.format(color=role_color(span.role)) + source_style(source)
             parts.append(f'<span class="bita-tok bita-turn-{turn} bita-pass-{record.index}" style="{style}" '
                          f'title="{title}">{text}</span>')
         if show_rejected and alternatives:
@@ -101,11 +109,13 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
 
 
 def legend_html(depths: int = 4) -> str:
-    """A one-line key: accepted depth 1..``depths``, bonus, n-gram underline, rejected draft."""
+    """A one-line key: accepted depth 1..``depths``, bonus, n-gram and corpus underlines, rejected draft."""
     chips = [(accepted_role(d), f"accepted depth {d}") for d in range(1, depths + 1)] + [(BONUS, "bonus (model's own)")]
     parts = [f'<span style="{_TOKEN_STYLE.format(color=role_color(role))};margin-right:6px">{html.escape(text)}</span>'
              for role, text in chips]
     parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{_NGRAM_STYLE};margin-right:6px">'
                  'proposed by the context n-gram</span>')
+    parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{_CORPUS_STYLE};margin-right:6px">'
+                 'proposed by past answers (corpus)</span>')
     parts.append(f'<span style="{_REJECTED_STYLE}">rejected draft</span>')
     return f'<div style="{_BOX_STYLE};font-size:0.9em">{"".join(parts)}</div>'

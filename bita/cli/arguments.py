@@ -32,10 +32,12 @@ def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
                         "device; where none pays, plain AR, or n-gram chains alone with --drafts both), or a shape: "
                         "efficient:3,2,2, chain:3, full:2,2,2, ...")
     parser.add_argument("--drafts", choices=DRAFT_OPTIONS, default=DEFAULT_DRAFTS,
-                        help="who drafts: the adapter's mask groups, context n-grams (prompt lookup), or both "
-                             "merged in one tree")
+                        help="who drafts: the adapter's mask groups, context n-grams (prompt lookup), both "
+                             "merged in one tree, or all: both plus a corpus chain (the model's own past answers)")
     parser.add_argument("--ngram-tokens", type=int, default=DEFAULT_NGRAM_TOKENS,
-                        help="n-gram chain length per pass (with --drafts ngram or both)")
+                        help="n-gram (and corpus) chain length per pass (with --drafts ngram, both or all)")
+    parser.add_argument("--corpus", help="texts the corpus chain continues (plain text, or JSONL with 'text'; "
+                             "with --drafts all; default: the answers the adapter was trained on)")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:

@@ -57,7 +57,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
     loaded = load_from(args)
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling)
+    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
+                     corpus=args.corpus)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
              "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec,

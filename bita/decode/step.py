@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from ..drafts.corpus import CorpusIndex
 from ..drafts.dynamic import DynamicShape, dynamic_tree
 from ..drafts.ngram import NgramIndex
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
@@ -188,19 +189,20 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 @torch.inference_mode()
 def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree | DynamicShape,
               index: int, record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
-              sampling: Sampling = GREEDY, generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
+              sampling: Sampling = GREEDY, generator: torch.Generator | None = None,
+              corpus: Sequence[int] = ()) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
 
     The candidates are the trie of ``tree`` (a dynamic shape: the tree its drafts' confidence picks,
     bita/drafts/dynamic.py) filled with ``state.drafts`` (when there are any) merged with the n-gram
-    chain ``ngram`` (bita/drafts/trie.py); groups have ``tree.depth`` masks.
+    chain ``ngram`` and the corpus chain ``corpus`` (bita/drafts/trie.py); groups have ``tree.depth`` masks.
     Verification is the greedy walk, or with ``sampling`` that samples, recursive rejection
     sampling drawing from ``generator`` (bita/sampling.py). The drafts stay top-k either way.
     """
     def run():
         drafts = state.drafts
-        masks, chances = pass_tree(tree, drafts, len(ngram))
-        trie = build_trie(masks, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups)
+        masks, chances = pass_tree(tree, drafts, len(ngram) + len(corpus))
+        trie = build_trie(masks, drafts.tokens.tolist() if drafts is not None else None, ngram, ngram_groups, corpus)
         layout = decode_layout(trie.tree, tree.depth, 1)
         candidates = list(trie.tokens)
         start = adapter.n_prompt + state.context_length
@@ -241,27 +243,30 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
 
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
-               ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+               ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY, corpus: CorpusIndex | None = None,
+               corpus_tokens: int = 0) -> Iterator[StepRecord]:
     """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
     ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass).
     ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many tokens looked up in
-    prompt + output (bita/ngram.py).
+    prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the chain of up to
+    that many tokens that continued the longest match of prompt + output's end in the corpus
+    (bita/drafts/corpus.py).
     ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
     exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
     """
     generator = sampling.generator()
     state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
     record.emitted, record.finish = stop.take([record.bonus])
-    history = NgramIndex(prompt_ids + [record.bonus]) if ngram_tokens else None
+    history = NgramIndex(prompt_ids + [record.bonus])
     yield record
     index = 1
     while record.finish is None:
-        ngram = history.propose(ngram_tokens) if history is not None else ()
+        ngram = history.propose(ngram_tokens) if ngram_tokens else ()
+        chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and corpus_tokens else ()
         state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
-                                  sampling, generator)
+                                  sampling, generator, chain)
         record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
-        if history is not None:
-            history.extend(record.accepted + [record.bonus])
+        history.extend(record.accepted + [record.bonus])
         index += 1
         yield record

@@ -1,7 +1,7 @@
-"""The candidates of one pass as a token trie: mask drafts and an n-gram chain merged.
+"""The candidates of one pass as a token trie: mask drafts, an n-gram chain and a corpus chain merged.
 
 The mask drafts fill the static shape of a ``DraftTree`` (node at depth d, rank r takes the
-rank-r draft of depth d); the n-gram chain hangs below the root, one token per depth. Two
+rank-r draft of depth d); each chain hangs below the root, one token per depth. Two
 candidates with the same parent and the same token are one node (so a shared prefix is one
 path, and duplicate siblings one node): the model verifies each distinct continuation once.
 Pure functions, no model.
@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .sources import BOTH, MASK, NGRAM
+from .sources import CORPUS, MASK, NGRAM, joint
 from .tree import EMPTY_TREE, ROOT, DraftTree, TreeNode
 
-NGRAM_RANK = -1  # rank of a node only the n-gram chain proposed
+NGRAM_RANK = -1  # rank of a node only a chain (n-gram or corpus) proposed
 
-# Mask groups on nodes only the n-gram chain proposed: none (the mask tree's groups only), on
-# the chain's last node, or on all its nodes. A group costs ``tree.depth`` rows a pass.
+# Mask groups on nodes only a chain proposed: none (the mask tree's groups only), on each
+# chain's last node, or on all its nodes. A group costs ``tree.depth`` rows a pass.
 GROUPS_NONE, GROUPS_LAST, GROUPS_ALL = "none", "last", "all"
 NGRAM_GROUPS = (GROUPS_NONE, GROUPS_LAST, GROUPS_ALL)
 
@@ -26,8 +26,9 @@ NGRAM_GROUPS = (GROUPS_NONE, GROUPS_LAST, GROUPS_ALL)
 @dataclass(frozen=True)
 class PassTrie:
     """One pass's candidates. ``tree``: the shape (parents before children; a node keeps its
-    mask rank, NGRAM_RANK when only the chain proposed it; ``has_group`` where a mask group is
-    anchored); ``tokens``: [tree.size] candidate ids; ``sources``: [tree.size] MASK | NGRAM | BOTH."""
+    mask rank, NGRAM_RANK when only a chain proposed it; ``has_group`` where a mask group is
+    anchored); ``tokens``: [tree.size] candidate ids; ``sources``: [tree.size] who proposed each
+    (MASK, NGRAM, CORPUS or their ``joint`` name)."""
 
     tree: DraftTree
     tokens: tuple[int, ...]
@@ -35,12 +36,13 @@ class PassTrie:
 
 
 def build_trie(masks: DraftTree, mask_tokens: Sequence[Sequence[int]] | None, ngram: Sequence[int] = (),
-               ngram_groups: str = GROUPS_NONE) -> PassTrie:
-    """Merge the mask drafts and the n-gram chain into one trie.
+               ngram_groups: str = GROUPS_NONE, corpus: Sequence[int] = ()) -> PassTrie:
+    """Merge the mask drafts, the n-gram chain and the corpus chain into one trie.
 
     masks: the static mask tree; mask_tokens: [depth][rank] draft ids for it, or None when this
-    pass has no mask drafts; ngram: the chain below the root, depth 1 first. Mask nodes come
-    first, in ``masks`` order; with no chain the result is ``masks`` itself.
+    pass has no mask drafts; ngram, corpus: the chains below the root, depth 1 first (groups on
+    either placed by ``ngram_groups``). Mask nodes come first, in ``masks`` order, then the n-gram
+    chain's, then the corpus chain's new nodes; with no chain the result is ``masks`` itself.
     """
     if ngram_groups not in NGRAM_GROUPS:
         raise ValueError(f"ngram_groups must be one of {NGRAM_GROUPS}, not {ngram_groups!r}")
@@ -59,17 +61,18 @@ def build_trie(masks: DraftTree, mask_tokens: Sequence[Sequence[int]] | None, ng
         else:
             node = nodes[index]
             nodes[index] = TreeNode(parent, depth, node.rank, node.has_group or has_group)
-            sources[index] = source if sources[index] == source else BOTH
+            sources[index] = joint(sources[index], source)
         return index
 
     placed = {ROOT: ROOT}  # mask tree node -> trie node
     for index, node in enumerate(masks.nodes if mask_tokens is not None else ()):
         placed[index] = add(placed[node.parent], int(mask_tokens[node.depth - 1][node.rank]), node.depth,
                             node.rank, node.has_group, MASK)
-    parent = ROOT
-    for depth, token in enumerate(ngram, start=1):
-        group = ngram_groups == GROUPS_ALL or (ngram_groups == GROUPS_LAST and depth == len(ngram))
-        parent = add(parent, int(token), depth, NGRAM_RANK, group, NGRAM)
+    for source, chain in ((NGRAM, ngram), (CORPUS, corpus)):
+        parent = ROOT
+        for depth, token in enumerate(chain, start=1):
+            group = ngram_groups == GROUPS_ALL or (ngram_groups == GROUPS_LAST and depth == len(chain))
+            parent = add(parent, int(token), depth, NGRAM_RANK, group, source)
     shape = tuple(nodes)
     tree = masks if shape == masks.nodes else DraftTree(shape) if shape else EMPTY_TREE
     return PassTrie(tree, tuple(tokens), tuple(sources))

@@ -7,7 +7,9 @@ from dataclasses import dataclass, replace
 
 from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
-from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
+from ..drafts.corpus import CorpusIndex
+from ..drafts.corpus_store import adapter_corpus_path, load_corpus
+from ..drafts.sources import ALL, DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
@@ -47,18 +49,31 @@ class TreePlan:
     ngram_tokens: int = 0
     ranking: tuple[tuple[str, float, float], ...] = ()  # auto's: (spec, forecast tau, expected tok/s), best first
     ar_tokens_per_second: float | None = None  # auto's expectation for plain AR
+    corpus: CorpusIndex | None = None  # the corpus chain's index (drafts=all), else None
+    corpus_tokens: int = 0  # length of the corpus chain added to every pass (0: none)
 
     @property
     def spec(self) -> str:
         if self.tree is None:
             return "ar"
         parts = [self.tree.spec] if self.tree != EMPTY_TREE else []
-        return "+".join(parts + ([f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []))
+        chains = [f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []
+        return "+".join(parts + chains + ([f"corpus:{self.corpus_tokens}"] if self.corpus_tokens else []))
 
     @property
     def extra_rows(self) -> int:
         """How far past the root a pass's positions reach: the deepest candidate, then a mask group."""
-        return max(self.tree.depth, self.ngram_tokens) + self.tree.depth + 1
+        return max(self.tree.depth, self.ngram_tokens, self.corpus_tokens) + self.tree.depth + 1
+
+
+def corpus_of(adapter: BitaAdapter, tokenizer, corpus: str | None) -> tuple[CorpusIndex, str]:
+    """The corpus chain's index: of ``corpus`` (a user's texts), else of the answers the adapter was
+    trained on; and where it came from."""
+    path = corpus or adapter_corpus_path(adapter.config.training)
+    if path is None:
+        raise BitaError("drafts=all needs a corpus: this adapter records no training data that exists here; "
+                        "pass --corpus FILE (plain text or JSONL)")
+    return load_corpus(str(path), tokenizer), str(path)
 
 
 def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
@@ -82,9 +97,10 @@ def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree,
 
 def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
               drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
-              drafting: bool = False, sampling: Sampling | None = None) -> TreePlan:
+              drafting: bool = False, sampling: Sampling | None = None, corpus: str | None = None) -> TreePlan:
     """The mask tree (``plan_masks``, for ``auto`` forecast at ``sampling``; None: greedy) and the
-    n-gram chain ``drafts`` asks for.
+    chains ``drafts`` asks for: ``all`` adds to ``both`` a corpus chain as long as the n-gram chain,
+    from ``corpus`` or the adapter's training answers (``corpus_of``; no forecast covers it yet).
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
     adds the chain to the mask tree, which ``auto`` chooses from mask forecasts alone: the chain's
@@ -107,9 +123,15 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chain: see above
+    extra = {}
+    if source == ALL:
+        index, path = corpus_of(adapter, loaded.tokenizer, corpus)
+        chain += f" and corpus chains of up to {ngram_tokens} tokens from {path}"
+        extra = dict(corpus=index, corpus_tokens=ngram_tokens)
+    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chains: see above
     if masks.tree is None:
-        return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens,
-                       reason=f"{masks.reason}; with drafts=both: {chain} alone (a pass they do not draft is one "
-                              "row, like AR)")
-    return replace(masks, reason=f"{masks.reason}, plus {chain} (drafts=both)", ngram_tokens=ngram_tokens)
+        return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens, **extra,
+                       reason=f"{masks.reason}; with drafts={drafts}: {chain} alone (a pass they do not draft is "
+                              "one row, like AR)")
+    return replace(masks, reason=f"{masks.reason}, plus {chain} (drafts={drafts})", ngram_tokens=ngram_tokens,
+                   **extra)

@@ -4,7 +4,7 @@
 import pytest
 
 from bita.decode.verify import verify_greedy
-from bita.drafts.sources import BOTH, MASK, NGRAM
+from bita.drafts.sources import ALL, BOTH, CORPUS, MASK, NGRAM, joint
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE, NGRAM_RANK, build_trie
 
@@ -61,3 +61,15 @@ def test_groups_on_the_chain_follow_the_policy(policy, grouped):
     assert build_trie(TREE, DRAFTS, [11, 40], policy).tree.nodes[1].has_group == (policy == GROUPS_ALL)
     with pytest.raises(ValueError):
         build_trie(TREE, DRAFTS, [1], "most")
+
+
+def test_the_corpus_chain_merges_with_the_masks_and_the_ngram_chain():
+    """A corpus chain sharing the masks' first token and the n-gram chain's second: each node keeps
+    every source that proposed it; a chain that agrees with nothing hangs below the root."""
+    trie = build_trie(TREE, DRAFTS, [10, 20, 77], corpus=[10, 20, 77, 66])
+    assert trie.sources[:2] == (joint(MASK, NGRAM, CORPUS), MASK) and trie.sources[3] == ALL
+    assert trie.sources[7:] == (joint(NGRAM, CORPUS), CORPUS)
+    assert trie.tokens[7:] == (77, 66) and trie.tree.nodes[8].parent == 7 and trie.tree.nodes[8].depth == 4
+    alone = build_trie(EMPTY_TREE, None, (), corpus=[5, 6])
+    assert alone.sources == (CORPUS, CORPUS) and alone.tree.nodes[0].parent == ROOT
+    assert joint(CORPUS, MASK) == "mask+corpus" and BOTH == joint(NGRAM, MASK) == "mask+ngram"

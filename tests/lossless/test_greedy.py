@@ -11,7 +11,8 @@ from bita.decode.hf_reference import hf_generate
 from bita.decode.records import ACCEPTED
 from bita.decode.step import Drafts, bita_steps, prefill, tree_step
 from bita.decode.stopping import StopCondition
-from bita.drafts.sources import BOTH, NGRAM
+from bita.drafts.corpus import CorpusIndex
+from bita.drafts.sources import BOTH, CORPUS, NGRAM
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE
 from bita.model.adapter import BitaAdapter
@@ -138,6 +139,28 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
         assert sources[NGRAM] + sources[BOTH] >= 24 and len(records) <= 6
     if chains == "wrong":
         assert sources[NGRAM] + sources[BOTH] == 0
+
+
+@pytest.mark.parametrize("corpus_kind,spec", [("answers", "efficient:3,2,2"), ("answers", ""), ("answers", "dynamic:12"),
+                                               ("random", "efficient:3,2,2")])
+def test_bita_with_corpus_chains_equals_hf_generate(tiny, corpus_kind, spec):
+    """Corpus chains beside mask drafts and n-gram chains: from a corpus holding the model's own
+    answers to these prompts (chains land often, even from the prompt's first pass) or random text."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
+    prompts = random_prompts(4, seed=17)
+    eos = [tiny.config.eos_token_id]
+    references = [hf_generate(tiny, prompt, 24, eos) for prompt in prompts]
+    documents = ([p + r for p, r in zip(prompts, references)] if corpus_kind == "answers"
+                 else random_prompts(20, seed=3, low=10, high=60))
+    corpus = CorpusIndex.build(documents)
+    sources = Counter()
+    for prompt, reference in zip(prompts, references):
+        records = list(bita_steps(tiny, adapter, prompt, tree_of(spec), StopCondition(24, eos), ngram_tokens=3,
+                                  corpus=corpus, corpus_tokens=4))
+        assert emitted(records) == reference
+        sources.update(s for r in records for s in r.emitted_sources() if s)
+    if corpus_kind == "answers":
+        assert sum(n for s, n in sources.items() if CORPUS in s) >= 30
 
 
 @pytest.mark.parametrize("chain_hits,mask_rank,ngram_groups,per_pass,drafts_after", [

@@ -23,6 +23,7 @@ from bita.decode.sampling import Sampling
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
 from bita.decode.verify import verify_sampling
+from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 
@@ -87,14 +88,16 @@ def ar_counts(drafting):
 
 
 def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int,
-                prompt: list[int] = PROMPT) -> tuple[Counter, float]:
-    """Counter of BiTA's first TOKENS tokens after ``prompt`` over RUNS seeds, and the share of its
-    tree passes that accepted a draft."""
+                prompt: list[int] = PROMPT, corpus: CorpusIndex | None = None) -> tuple[Counter, float]:
+    """Counter of BiTA's first TOKENS tokens after ``prompt`` over RUNS seeds (with corpus chains as
+    long as the n-gram chains when ``corpus`` is given), and the share of its tree passes that
+    accepted a draft."""
     model, adapter = drafting
     tree, counts, passes, accepting = tree_of(spec), Counter(), 0, 0
     for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
         records = list(bita_steps(model, adapter, prompt, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
-                                  sampling=Sampling(*settings, seed=seed)))
+                                  sampling=Sampling(*settings, seed=seed), corpus=corpus,
+                                  corpus_tokens=ngram_tokens if corpus else 0))
         counts[tuple(emitted(records))] += 1
         passes += len(records) - 1
         accepting += sum(bool(r.accepted) for r in records)
@@ -127,6 +130,19 @@ def test_bita_samples_the_ar_distribution_past_a_sliding_window(windowed_draftin
     bita, accepting = bita_counts(windowed_drafting, spec, settings, ngram_tokens, LONG_PROMPT)
     result = homogeneity(bita, ar_counter(windowed_drafting[0], LONG_PROMPT)(settings))
     print(f"gemma3, window {WINDOW}, prompt {len(LONG_PROMPT)}: {result}")
+    assert accepting > 0.1
+    assert result.p_value > ALPHA and result.cells >= 20
+
+
+def test_bita_with_corpus_chains_samples_the_ar_distribution(drafting, ar_counts):
+    """Corpus chains (from the model's own sampled answers) beside mask drafts and n-gram chains."""
+    model, _ = drafting
+    spec, settings, ngram_tokens = "efficient:3,2,2", (1.0, 1.0, 0), 3
+    answers = [emitted(ar_steps(model, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
+    corpus = CorpusIndex.build([PROMPT + answer for answer in answers])
+    bita, accepting = bita_counts(drafting, spec, settings, ngram_tokens, corpus=corpus)
+    result = homogeneity(bita, ar_counts(settings))
+    print(f"{spec} {settings} ngram and corpus {ngram_tokens}: {result}")
     assert accepting > 0.1
     assert result.p_value > ALPHA and result.cells >= 20
 
