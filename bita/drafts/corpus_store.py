@@ -3,7 +3,7 @@ and cached on disk by the content's hash, then memory-mapped.
 
 - A packed self-generated data set (``bita make-data --pack``) or its JSONL: the answers of its
   *train* split only (the held-out answers that calibration scores stay out of the index, so a
-  forecast from them is not a leak).
+  forecast from them is not a leak), less those to questions that copy a benchmark's (LEAKS_FILE).
 - A user's JSONL: each line's ``answer_ids``, else its ``text`` (tokenised); a plain text file:
   its paragraphs (blank-line separated), tokenised.
 """
@@ -24,6 +24,7 @@ from ..errors import BitaError
 from .corpus import CorpusIndex
 
 REPO = Path(__file__).resolve().parents[2]
+LEAKS_FILE = "leaks.json"  # beside a data set: questions that copy benchmark questions (benchmarks/leaks.py)
 
 
 def corpus_documents(path: Path, tokenizer) -> list[list[int]]:
@@ -33,7 +34,9 @@ def corpus_documents(path: Path, tokenizer) -> list[list[int]]:
     if path.is_dir() or (path.suffix == ".jsonl" and _is_self_generated(path)):
         if path.is_dir() and not (path / MANIFEST_FILE).is_file():
             raise BitaError(f"corpus {path} is a folder but not a packed data set (no {MANIFEST_FILE})")
-        return [s["answer_ids"] for s in read_samples(path, "train")]
+        leaks = path / LEAKS_FILE if path.is_dir() else path.with_name(LEAKS_FILE)
+        left_out = set(json.loads(leaks.read_text())["sharegpt_ids"]) if leaks.is_file() else set()
+        return [s["answer_ids"] for s in read_samples(path, "train") if s["key"].split(":")[0] not in left_out]
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".jsonl":
         try:

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm import tqdm
 
 from .device import cpu_info, describe_cpu
 
@@ -39,6 +40,7 @@ ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # M rows take the first bucket >= M
 MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
 REPEATS = 5
 PLAN_VERSION = "v1"
+MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 
@@ -123,7 +125,8 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None,
 
     stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
     times: dict[str, list[dict[str, float]]] = {name: [] for name in stacks}
-    for rows in ROW_BUCKETS:
+    for rows in tqdm(ROW_BUCKETS, desc="timing this CPU's kernels once (cached)", unit="row bucket",
+                     disable=len(layers) < MIN_LAYERS_FOR_PROGRESS):
         for name, stack in stacks.items():
             inputs = {}
             for weight, *_ in stack:

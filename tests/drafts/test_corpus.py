@@ -108,3 +108,14 @@ def test_self_generated_data_indexes_its_train_answers_only_and_is_built_once(tm
     load_corpus.cache_clear()
     again = load_corpus(str(data), tokenizer)  # from the disk cache, memory-mapped
     assert len(builds) == 1 and isinstance(again.tokens, np.memmap)
+
+
+def test_answers_to_questions_that_copy_a_benchmark_stay_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("BITA_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data.jsonl"
+    rows = [{"key": "q1:default", "split": "train", "prompt_ids": [1], "answer_ids": [5, 6, 7]},
+            {"key": "q2:default", "split": "train", "prompt_ids": [1], "answer_ids": [5, 6, 8]}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / corpus_store.LEAKS_FILE).write_text(json.dumps({"sharegpt_ids": ["q1"]}))
+    tokenizer = object.__new__(type("T", (), {"__len__": lambda self: 10}))
+    assert corpus_store.corpus_documents(data, tokenizer) == [[5, 6, 8]]
