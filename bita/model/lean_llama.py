@@ -30,6 +30,9 @@ from .static_kv import StaticKV
 FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
 
 LEAN_TYPES = ("llama", "mistral", "qwen2")
+# Rotary types whose scaling transformers bakes into a fixed ``inv_freq`` (Llama 3.x's "llama3" too);
+# "dynamic" recomputes it with the length and "yarn" scales attention, which this forward does not.
+STATIC_ROPE_TYPES = ("default", "linear", "llama3")
 
 
 def lean_unsupported(model: nn.Module) -> str | None:
@@ -40,8 +43,9 @@ def lean_unsupported(model: nn.Module) -> str | None:
     rope = getattr(config, "rope_parameters", None) or {}
     sliding = getattr(config, "sliding_window", None) or any(
         kind != "full_attention" for kind in getattr(config, "layer_types", None) or ())
-    if rope.get("rope_type", "default") != "default" or sliding:
-        return "rotary scaling or a sliding window"
+    scaling = getattr(getattr(model.model, "rotary_emb", None), "attention_scaling", 1.0)
+    if rope.get("rope_type", "default") not in STATIC_ROPE_TYPES or scaling != 1.0 or sliding:
+        return "rotary scaling that changes with the length or scales attention, or a sliding window"
     if config.hidden_act != "silu" or getattr(config, "final_logit_softcapping", None):
         return "an activation other than SiLU, or soft-capped logits"
     linears = [m for m in model.model.layers.modules() if isinstance(m, nn.Linear)]

@@ -86,14 +86,24 @@ def _save_checkpoint(accelerator, run_dir: Path, step: int, seconds: float) -> N
 
 
 def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter:
+    """Train an adapter for ``model`` (resumable, see ``TrainConfig``). On CUDA its matmuls run in TF32
+    (the adapter's training precision only): the process's setting comes back afterwards, so
+    decoding in the same process stays fp32."""
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = previous or device_of(model).type == "cuda"
+    try:
+        return train_adapter(model, model_name, config)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter:
     from accelerate import Accelerator
 
     # cpu=True lets a multi-process launch on a CPU-only machine use gloo (MULTI_CPU).
     accelerator = Accelerator(cpu=device_of(model).type == "cpu")
     device = accelerator.device
     model.to(device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # only the adapter's training precision; decoding is untouched
     train_set, heldout = split_samples(config)
     if not train_set:
         raise BitaError(f"{config.data!r} holds no usable training samples")

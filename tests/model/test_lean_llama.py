@@ -3,8 +3,8 @@ and transformers' path kept for what it does not support."""
 
 import pytest
 import torch
-from conftest import assert_lossless, random_prompts, tiny_model
-from transformers import DynamicCache
+from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
+from transformers import AutoModelForCausalLM, DynamicCache
 
 from bita.decode.masks import additive_mask
 from bita.decode.step import forward_rows, new_cache
@@ -76,6 +76,21 @@ def test_the_static_cache_grows_and_crops_in_place():
     assert cache.get_seq_length() == 3
     with pytest.raises(ValueError):
         cache.crop(2)
+
+
+def test_llama3_rotary_scaling_runs_the_lean_forward_losslessly(one_thread):
+    """Llama 3.x's "llama3" rope type: transformers bakes its scaling into ``inv_freq``, which the
+    lean forward reads; a length-dependent ("dynamic") one keeps transformers' path."""
+    config = TINY_CONFIGS["llama"]()
+    config.rope_parameters = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    config.initializer_range = 0.2
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
+    assert lean_unsupported(model) is None and attach_lean(model)
+    assert_lossless(model, "efficient:3,2,2", random_prompts(3, seed=23, low=20, high=60))
+    config.rope_parameters = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
+    assert "rotary" in lean_unsupported(AutoModelForCausalLM.from_config(config))
 
 
 def test_other_architectures_keep_transformers_path():
