@@ -8,8 +8,9 @@ import torch
 from conftest import assert_lossless, random_prompts, tiny_model
 
 from bita.decode.step import forward_rows, new_cache
-from bita.model.lean_llama import LEAN_TYPES, LeanLlama
-from bita.model.padded import PaddedLean, agrees_with_transformers
+from bita.model.kernel_plan import ROW_BUCKETS
+from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of
+from bita.model.padded import PaddedLean, compare_with_transformers
 from bita.model.static_kv import StaticKV
 
 
@@ -46,12 +47,25 @@ def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one
     assert_lossless(model, spec, random_prompts(2, seed=5))
 
 
-def test_the_load_time_check_accepts_the_padded_forward_and_catches_a_wrong_one():
+def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wrong_forward(monkeypatch):
+    """Every bucket, past a growth of the buffer; a forward off in one query row of the fused QKV is
+    caught; on a GPU attach_lean would then say so and keep transformers' path."""
     model = tiny_model("llama")
     padded = PaddedLean(LeanLlama(model), graphs=False)
-    assert agrees_with_transformers(model, padded, 1e-4)
+    agreement = compare_with_transformers(model, padded)
+    assert agreement.within(1e-4) and agreement.rows == 12 + sum(ROW_BUCKETS) and agreement.worst_relative_l2 < 1e-5
     padded.lean.layers[0][1].weight[0] += 1.0  # the lean forward's fused QKV copy, not the model's weight
-    assert not agrees_with_transformers(model, padded, 1e-4)
+    wrong = compare_with_transformers(model, padded)
+    assert not wrong.within(1e-4) and wrong.worst_relative_l2 > 1e-3
+    class OnCuda(LeanLlama):  # what attach_lean sees on a GPU: it checks before replaying graphs
+        def __init__(self, model):
+            super().__init__(model)
+            self.device = torch.device("cuda")
+
+    monkeypatch.setattr("bita.model.lean_llama.LeanLlama", OnCuda)
+    monkeypatch.setattr("bita.model.lean_llama.compare_with_transformers", lambda *args: wrong)
+    with pytest.warns(UserWarning, match="disagree with transformers' forward .* runs transformers' path"):
+        assert attach_lean(model) is None and lean_of(model) is None
 
 
 def test_keep_compacts_every_layer_with_one_gather():
