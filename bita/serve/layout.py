@@ -125,7 +125,8 @@ def settings_accordion(engine: Engine, tree: str, drafts: str, max_new_tokens: i
                                     "fastest, or none where none pays")
         drafts_box = gr.Dropdown(list(DRAFT_OPTIONS), value=drafts, label="drafts",
                                  info="who drafts: the adapter's mask groups, context n-grams (prompt lookup; "
-                                      "diamonds in the draft tree, underlined tokens), or both merged in one tree")
+                                      "diamonds in the draft tree, dotted underlines), both merged in one tree, or "
+                                      "all: both and the model's own past answers (stars, wavy orange underlines)")
         length_box = gr.Slider(1, max_new_tokens, value=min(DEFAULT_NEW_TOKENS, max_new_tokens), step=1,
                                label="max new tokens")
         with gr.Row():
