@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import BitaError
 
-SUITES = ("mt-bench", "humaneval", "all")
+SUITES = ("mt-bench", "humaneval", "long-context", "all")
 MT_BENCH_FILE = "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
 HUMANEVAL_INSTRUCTION = "Complete the following Python function.\n\n```python\n{prompt}```"
@@ -56,6 +56,22 @@ def humaneval() -> list[BenchPrompt]:
             for r in records]
 
 
+LONG_CONTEXT_INSTRUCTION = "Summarise the following text in three sentences.\n\n{text}"
+LONG_CONTEXT_WORDS = (450, 1100)  # about 600 to 1500 tokens: past a 512-token sliding window
+
+
+def long_context(count: int = 12) -> list[BenchPrompt]:
+    """``count`` requests to summarise a long text: ShareGPT's recorded answers of 450-1100 words (the
+    first in its fixed shuffle), to take decoding past sliding windows (Gemma 3's 512 tokens)."""
+    from ..training.data import load_conversations
+
+    texts = [c.answer for c in load_conversations()
+             if c.answer and LONG_CONTEXT_WORDS[0] <= len(c.answer.split()) <= LONG_CONTEXT_WORDS[1]]
+    return [BenchPrompt(f"long-context/{i}", "long-context",
+                        ({"role": "user", "content": LONG_CONTEXT_INSTRUCTION.format(text=text)},))
+            for i, text in enumerate(texts[:count])]
+
+
 def from_jsonl(path: str | Path) -> list[BenchPrompt]:
     """One object per line: ``prompt`` (text) or ``messages`` (chat list); optional ``id``, ``category``."""
     path = Path(path)
@@ -94,7 +110,7 @@ def load_prompts(suite: str = "mt-bench", prompts_file: str | None = None, limit
     if prompts_file:
         sources = [lambda: from_jsonl(prompts_file)]
     elif suite in SOURCES or suite == "all":
-        sources = list(SOURCES.values()) if suite == "all" else [SOURCES[suite]]
+        sources = [SOURCES[name] for name in ALL] if suite == "all" else [SOURCES[suite]]
     else:
         raise BitaError(f"unknown suite {suite!r}: choose one of {', '.join(SUITES)}")
     prompts = [prompt for source in sources for prompt in source()[:limit]]
@@ -111,4 +127,5 @@ def first_of_each_category(prompts: list[BenchPrompt], count: int) -> list[Bench
     return kept
 
 
-SOURCES = {"mt-bench": mt_bench, "humaneval": humaneval}
+SOURCES = {"mt-bench": mt_bench, "humaneval": humaneval, "long-context": long_context}
+ALL = ("mt-bench", "humaneval")  # what --suite all runs

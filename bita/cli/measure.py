@@ -16,7 +16,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register ``bench`` and ``pass-cost``."""
     bench = commands.add_parser("bench", help="BiTA vs HF generate, our AR loop and HF prompt lookup on a prompt suite")
     add_model_arguments(bench)
-    bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval or all")
+    bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval, long-context "
+                       "(summarise 450-1100-word texts) or all (mt-bench and humaneval)")
     bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
     bench.add_argument("--limit", type=int, help="first N prompts (of each suite for 'all')")
     bench.add_argument("--per-category", type=int, help="first N prompts of each category")

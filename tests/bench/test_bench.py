@@ -20,6 +20,8 @@ def test_packaged_suites_are_complete():
                                     "HumanEval/2"]
     sampled = load_prompts("all", per_category=2)
     assert len(sampled) == 18 and Counter(p.category for p in sampled)["humaneval"] == 2
+    long = load_prompts("long-context")
+    assert len(long) == 12 and all(450 <= len(p.messages[0]["content"].split()) - 7 <= 1100 for p in long)
 
 
 @pytest.mark.parametrize("line,message", [
