@@ -17,6 +17,7 @@ report says how it sampled instead (the equality in distribution is tests/lossle
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -52,6 +53,7 @@ class PromptResult:
     seconds: dict[str, float] = field(default_factory=dict)  # method -> wall seconds
     tokens: dict[str, int] = field(default_factory=dict)  # method -> new tokens
     same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's (greedy)
+    accepted_by_source: dict[str, int] = field(default_factory=dict)  # BiTA's accepted drafts by who proposed them
 
     @property
     def mean_accepted(self) -> float:
@@ -87,9 +89,10 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
         raise BitaError(f"prompt {prompt.id}: {error}") from None
     bita = runs["bita"]
     same = {m: runs[m].tokens == bita.tokens for m in methods if m != "bita"} if sampling.greedy else {}
+    sources = Counter(s for record in bita.steps for s in record.emitted_sources() if s is not None)
     return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
                         same.get(reference_of(methods)), {m: r.seconds for m, r in runs.items()},
-                        {m: len(r.tokens) for m, r in runs.items()}, same)
+                        {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources))
 
 
 def reference_of(methods: tuple[str, ...]) -> str:
@@ -133,6 +136,7 @@ def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
         "new_tokens": new_tokens,
         "forward_passes": passes,
         "mean_accepted": new_tokens / max(1, passes),
+        "accepted_by_source": dict(sum((Counter(r.accepted_by_source) for r in results), Counter())),
         "tokens_per_s": rate,
         "speedup_vs": {m: rate["bita"] / max(1e-9, rate[m]) for m in baselines},
         "speedup_spread": {m: spread([tokens_per_s([r], "bita") / max(1e-9, tokens_per_s([r], m)) for r in results])
@@ -185,7 +189,10 @@ class BenchReport:
                          + " | ".join(f"{s['speedup_vs'][m]:.2f}x ({s['speedup_spread'][m][0]:.2f}-"
                                       f"{s['speedup_spread'][m][1]:.2f})" for m in baselines)
                          + (f" | {s['identical']}/{s['total']} |" if checked else " |"))
-        return "\n".join([*lines, "", self.identity_note(summary)]) + "\n"
+        sources = ", ".join(f"{name} {count}" for name, count in sorted(summary["accepted_by_source"].items(),
+                                                                        key=lambda item: -item[1]))
+        return "\n".join([*lines, "", self.identity_note(summary), "",
+                          f"Accepted drafts by who proposed them: {sources or 'none'}."]) + "\n"
 
     def identity_note(self, summary: dict) -> str:
         if summary["identical"] is None:
