@@ -31,6 +31,7 @@ from ..model.kernels import stock_kernels
 from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
 from .baselines import run_hf
+from .divergence import divergence
 from .suites import BenchPrompt
 
 METHODS = ("hf", "ar", "pld", "bita")
@@ -54,6 +55,7 @@ class PromptResult:
     tokens: dict[str, int] = field(default_factory=dict)  # method -> new tokens
     same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's (greedy)
     accepted_by_source: dict[str, int] = field(default_factory=dict)  # BiTA's accepted drafts by who proposed them
+    divergence: dict | None = None  # greedy and not identical: where BiTA parts from the reference (divergence.py)
 
     @property
     def mean_accepted(self) -> float:
@@ -90,9 +92,12 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
     bita = runs["bita"]
     same = {m: runs[m].tokens == bita.tokens for m in methods if m != "bita"} if sampling.greedy else {}
     sources = Counter(s for record in bita.steps for s in record.emitted_sources() if s is not None)
+    parted = (divergence(loaded, prompt_ids, bita.tokens, runs[reference_of(methods)].tokens)
+              if sampling.greedy else None)
     return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
                         same.get(reference_of(methods)), {m: r.seconds for m, r in runs.items()},
-                        {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources))
+                        {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources),
+                        {**asdict(parted), "near_tie": parted.near_tie} if parted else None)
 
 
 def reference_of(methods: tuple[str, ...]) -> str:
@@ -200,7 +205,17 @@ class BenchReport:
                     "this seed): the methods draw different random numbers, so their tokens may differ; BiTA's output "
                     "distribution equals AR's (tests/lossless/test_sampled.py), so no identity is checked.")
         same = ", ".join(f"{LABELS[m]} {n}/{summary['total']}" for m, n in summary["same_as_bita"].items())
-        return f"Prompts whose tokens equal BiTA's: {same}."
+        parted = [r.divergence for r in self.prompts if r.divergence]
+        note = f"Prompts whose tokens equal BiTA's: {same}."
+        if self.setup.get("dtype", "torch.float32") != "torch.float32":
+            note += (f" In {self.setup['dtype']} identity is not guaranteed (tree and AR passes round differently; "
+                     "fp32 is the lossless mode).")
+        if parted:
+            ties = sum(d["near_tie"] for d in parted)
+            note += (f" {len(parted)} differ from {summary['reference']}; at the first difference its top-2 logit gap "
+                     f"was within rounding (a near tie) for {ties}: " + ", ".join(
+                         f"token {d['position']} gap {d['gap']:.3g}" for d in parted[:8]) + ".")
+        return note
 
 
 def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts: list[BenchPrompt],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..bench.baselines import run_hf
+from ..bench.divergence import divergence
 from ..errors import BitaError
 from ..generate import collect, stream_bita
 from ..plan.tree_plan import plan_tree
@@ -63,6 +64,10 @@ def run_generate(args: argparse.Namespace) -> dict:
         report.update(speedup=bita.tokens_per_s / ar.tokens_per_s)
         if sampling.greedy:
             report.update(identical_to_ar=bita.tokens == ar.tokens)
+            parted = divergence(loaded, prompt_ids, bita.tokens, ar.tokens)
+            if parted:  # in fp32 a bug; in bf16/fp16 a near tie when the gap is within rounding
+                report.update(first_difference=parted.position, reference_top2_gap=round(parted.gap, 4),
+                              near_tie=parted.near_tie)
         else:
             report.update(lossless="sampled: BiTA and HF generate draw different random numbers, so their tokens "
                                    "may differ; their output distributions are equal (tests/lossless/test_sampled.py)")

@@ -1,0 +1,54 @@
+"""Where two greedy outputs part, and whether the reference was at a near tie there.
+
+In fp32 BiTA's greedy output equals AR's token for token (tests/lossless/). In bf16 or fp16 it need
+not: a tree pass and an AR pass multiply different matrix shapes, rounding differs, and where the
+two best logits are within rounding of each other the argmax may flip. So a half-precision run
+reports, for each output that differs from the reference, the first differing position and the
+reference's top-2 logit gap there, next to the gap that rounding alone can close: a divergence at
+a gap below that is a near tie, one above it a bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..model.device import device_of, output_logits
+from ..model.loading import LoadedModel
+
+# Units in the last place at the top logit within which a flip is put down to rounding.
+NEAR_TIE_ULPS = 4
+
+
+@dataclass(frozen=True)
+class Divergence:
+    position: int  # index of the first new token that differs
+    gap: float  # the reference's top-1 minus top-2 logit there (fp32 read of the model's own-dtype pass)
+    rounding: float  # NEAR_TIE_ULPS units in the last place of the model's dtype at the top logit
+
+    @property
+    def near_tie(self) -> bool:
+        return self.gap <= self.rounding
+
+
+def first_difference(ours: list[int], reference: list[int]) -> int | None:
+    """The first index where two token lists differ (the shorter one's end counts); None if equal."""
+    if ours == reference:
+        return None
+    return next((i for i, (a, b) in enumerate(zip(ours, reference)) if a != b), min(len(ours), len(reference)))
+
+
+@torch.inference_mode()
+def divergence(loaded: LoadedModel, prompt_ids: list[int], ours: list[int], reference: list[int]) -> Divergence | None:
+    """None when the outputs are equal; else where they part and the reference's logit gap there, from one
+    forward pass of prompt + the shared prefix in the model's dtype."""
+    position = first_difference(ours, reference)
+    if position is None:
+        return None
+    ids = torch.tensor([prompt_ids + reference[:position]], device=device_of(loaded.model))
+    hidden = loaded.model.base_model(input_ids=ids).last_hidden_state[0, -1:]
+    top = output_logits(loaded.model, hidden)[0].topk(2).values
+    dtype = loaded.model.get_input_embeddings().weight.dtype
+    ulp = float(top[0].abs()) * torch.finfo(dtype).eps
+    return Divergence(position, float(top[0] - top[1]), NEAR_TIE_ULPS * ulp)
