@@ -51,9 +51,9 @@ def main() -> None:
         ids = torch.randint(0, vocab, (1, rows), generator=generator)
         positions = torch.arange(args.context, args.context + rows)[None]
 
-        def stack(ids=ids, positions=positions):
+        def stack(ids=ids, positions=positions, rows=rows):
             out = model.base_model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True)
-            cache.crop(args.context)
+            cache.crop(-rows)
             return out.last_hidden_state[0]
 
         states = stack()

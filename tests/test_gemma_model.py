@@ -52,3 +52,15 @@ def test_bita_equals_hf_generate_before_and_past_the_sliding_window(gemma, words
     assert collect("ar", gemma, stream_ar(gemma, ids, 24)).tokens == reference
     for tree in ("efficient:3,2,2", "chain:1"):
         assert collect("bita", gemma, stream_bita(gemma, adapter, ids, 24, tree)).tokens == reference
+
+
+def test_the_shipped_adapter_is_found_by_the_weights_and_drafts_losslessly(gemma):
+    """Whatever path the GGUF was loaded by, its shipped adapter is the default; with all three draft
+    sources (its corpus: the answers it was trained on) the output is HF generate's."""
+    adapter, path = resolve_adapter(gemma, None)
+    assert Path(path).name == "gemma-3-270m-bita"
+    ids = encode_chat(gemma.tokenizer, [{"role": "user", "content": "Write a Python function that adds two numbers."}])
+    reference = run_hf(gemma, ids, 64).tokens
+    for drafts in ("both", "all"):
+        bita = collect("bita", gemma, stream_bita(gemma, adapter, ids, 64, "efficient:3,2,2", drafts=drafts))
+        assert bita.tokens == reference and bita.mean_accepted > 1.3

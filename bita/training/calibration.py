@@ -73,7 +73,7 @@ def target_rows(model: nn.Module, hidden: torch.Tensor, sequence: torch.Tensor, 
     """The target's distribution at depths 1..TARGET_DEPTHS past each anchor a (the row at a + d predicts
     token a + 1 + d, depth d's): hidden [>= T, H], the frozen model's hidden states over sequence [T]
     (CPU); drafts [N, n, R] (the mask drafts' token ids)."""
-    rows = torch.tensor(anchors)[:, None] + torch.arange(1, TARGET_DEPTHS + 1)  # [N, D]
+    rows = torch.tensor(anchors, dtype=torch.long)[:, None] + torch.arange(1, TARGET_DEPTHS + 1)  # [N, D]
     answered = rows + 1 < len(sequence)
     logits = output_logits(model, hidden[rows.clamp(max=len(sequence) - 1).to(hidden.device)]).cpu()
     depths = torch.full((len(anchors), TARGET_DEPTHS, drafts.shape[2]), -1, dtype=torch.long)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..decode.hf_reference import sampling_config
+from ..decode.hf_reference import sampling_config, stop_string_criteria
 from ..decode.sampling import GREEDY, Sampling
 from ..errors import BitaError
 from ..generate import make_stop
@@ -151,15 +151,15 @@ def answer_batch(loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: 
     """Greedy (or with ``sampling``, sampled: torch's generators seeded with its seed) answers of a
     left-padded batch: (answer ids up to and including EOS or the turn stop, finish)."""
     config = sampling_config(max_new_tokens, loaded.eos_token_ids, sampling)
-    config.stop_strings = list(loaded.turn_stops) or None
     if not sampling.greedy:
         torch.manual_seed(sampling.seed)
     pad = config.pad_token_id
     width = max(map(len, prompts))
     input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=loaded.device)
     attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=loaded.device)
+    stopping = stop_string_criteria(loaded.tokenizer, loaded.turn_stops) if loaded.turn_stops else None
     output = loaded.model.generate(input_ids, attention_mask=attention, generation_config=config,
-                                   tokenizer=loaded.tokenizer)
+                                   stopping_criteria=stopping)
     return [make_stop(loaded, max_new_tokens).take(row) for row in output[:, width:].tolist()]
 
 

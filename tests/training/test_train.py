@@ -147,3 +147,13 @@ def test_a_run_out_of_time_saves_a_usable_adapter_and_resumes(tmp_path):
     assert finished.config.training["steps_done"] == 12
     log = [json.loads(line) for line in (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 13)), "the second run went on from the first's checkpoint"
+
+
+def test_target_rows_of_an_answer_without_a_complete_anchor():
+    """A sampled answer that stops at once leaves no anchor with all its depths: nothing to store
+    (Gemma 3's base-model answers hit this)."""
+    from bita.training.calibration import target_rows
+
+    model = tiny_model("llama")
+    rows = target_rows(model, torch.zeros(5, 64), torch.tensor([3, 4, 5, 6, 7]), [], torch.zeros(0, 3, 2, dtype=torch.long))
+    assert all(len(value) == 0 for value in rows.values())
