@@ -28,7 +28,7 @@ from bita.bench.suites import load_prompts
 from bita.decode.sampling import Sampling
 from bita.decode.step import bita_steps
 from bita.drafts.trie import GROUPS_NONE
-from bita.generate import make_stop
+from bita.decode.stopping import make_stop
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
 from bita.plan.sampled_forecast import forecasting

@@ -2,7 +2,7 @@
 ShareGPT questions a self-generated data set answered, as exact or near copies: a question leaks when
 at least half of its word 6-grams (or, for questions under 6 words, the question itself) occur in one
 ShareGPT question (first or follow-up turn). Writes the leaking samples' question ids beside the
-packed data (``leaks.json``), which the corpus index then leaves out (bita/drafts/corpus_store.py).
+packed data (``leaks.json``), which the corpus index then leaves out (bita/plan/corpus_source.py).
 
     PYTHONPATH=. python benchmarks/leaks.py assets/data/sharegpt-smollm2
 """
@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 
 from bita.bench.suites import humaneval, mt_bench
-from bita.drafts.corpus_store import LEAKS_FILE
-from bita.training.data import load_conversations, unpack_samples
+from bita.model.samples import unpack_samples
+from bita.plan.corpus_source import LEAKS_FILE
+from bita.training.data import load_conversations
 
 SHINGLE = 6
 SHARE = 0.5

@@ -10,7 +10,7 @@ from .decode.autoregressive import ar_steps
 from .decode.records import StepRecord
 from .decode.sampling import GREEDY, Sampling
 from .decode.step import bita_steps
-from .decode.stopping import StopCondition
+from .decode.stopping import make_stop
 from .drafts.sources import DEFAULT_DRAFTS
 from .drafts.tree import DraftTree
 from .errors import BitaError
@@ -69,12 +69,6 @@ def check_sampling(sampling: Sampling | None) -> Sampling:
     if not isinstance(sampling, Sampling):
         raise BitaError(f"sampling must be a bita.Sampling or None (greedy), not {sampling!r}")
     return sampling
-
-
-def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: tuple[str, ...] = ()) -> StopCondition:
-    """Stop at EOS, at ``stop_strings`` and at the model's turn stops (a base model's next turn)."""
-    return StopCondition(max_new_tokens, loaded.eos_token_ids, tuple(stop_strings) + loaded.turn_stops,
-                         loaded.tokenizer)
 
 
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,

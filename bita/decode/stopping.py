@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..model.loading import LoadedModel
+
 
 class StopCondition:
     """Consumes emitted tokens one at a time; reports "eos", "stop" or "length".
@@ -43,3 +45,9 @@ class StopCondition:
             if finish:
                 return kept, finish
         return kept, None
+
+
+def make_stop(loaded: LoadedModel, max_new_tokens: int, stop_strings: Sequence[str] = ()) -> StopCondition:
+    """Stop at EOS, at ``stop_strings`` and at the model's turn stops (a base model's next turn)."""
+    return StopCondition(max_new_tokens, loaded.eos_token_ids, tuple(stop_strings) + loaded.turn_stops,
+                         loaded.tokenizer)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
 from ..drafts.corpus import CorpusIndex
-from ..drafts.corpus_store import adapter_corpus_path, load_corpus
+from .corpus_source import adapter_corpus_path, load_corpus
 from ..drafts.sources import ALL, DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError

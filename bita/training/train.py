@@ -25,7 +25,7 @@ from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device, device_of
 from .calibration import calibrate
-from .data import read_samples
+from ..model.samples import read_samples
 from .objective import SarObjective, make_batch
 
 

@@ -6,9 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from bita.drafts import corpus_store
+from bita.plan import corpus_source as corpus_store
 from bita.drafts.corpus import SEPARATOR, CorpusIndex, corpus_tokens, suffix_array
-from bita.drafts.corpus_store import load_corpus
+from bita.plan.corpus_source import load_corpus
 from bita.errors import BitaError
 
 

@@ -252,19 +252,16 @@ def test_page_in_headless_chromium_shows_bita_at_work(app_url, width):
     assert len(lanes) == 2 and min(lanes) > 2
 
 
-def test_corpus_drafts_show_in_their_own_colour(app_url):
-    """With drafts 'all' chosen in the settings, tokens the corpus chain (the model's own past answers)
-    proposed are underlined in wavy orange in the chat bubble and drawn as stars in the draft tree.
-    Saves ``test-artifacts/app-corpus-1280.png``."""
+def test_corpus_drafts_show_in_their_own_colour():
+    """An app opened with ``--drafts all``: tokens the corpus chain (the model's own past answers)
+    proposed are underlined in wavy orange in the chat bubble. Saves ``test-artifacts/app-corpus-1280.png``."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    with running_app(ROOT, ARTIFACTS / "app-corpus-server.log", ("--drafts", "all"),
+                     env={"HF_HUB_OFFLINE": "1"}) as app, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        page.goto(app_url)
-        page.get_by_text("Settings").click()
-        page.get_by_label("drafts").click()
-        page.get_by_role("option", name="all", exact=True).click()
+        page.goto(app.url)
         page.get_by_label("message").fill("Write a Python function that checks whether a number is prime.")
         page.get_by_label("message").press("Enter")
         page.wait_for_function("document.querySelectorAll('#tree-plot .js-plotly-plot').length", timeout=240_000)

@@ -7,16 +7,14 @@ import pytest
 
 from bita.cli import main
 from bita.errors import BitaError
+from bita.model.samples import pack_samples, read_samples, unpack_samples
 from bita.training.data import (
     is_heldout,
     iter_json_array,
     load_questions,
     make_data,
-    pack_samples,
     prepare_prompts,
     read_done_keys,
-    read_samples,
-    unpack_samples,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from bita.model.rank_stats import SAMPLE_RANKS, stored_ranks
 from bita.model.target_stats import TARGET_DEPTHS, TARGET_PASSES
 from bita.plan.acceptance import forecast
 from bita.plan.dynamic_plan import dynamic_shape, forecast_passes, stored_passes, stored_reliability
-from bita.training.data import read_samples
+from bita.model.samples import read_samples
 from bita.training.objective import SarObjective, make_batch
 from bita.training.train import TrainConfig, train
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..drafts.corpus import CorpusIndex
 from ..errors import BitaError
-from .corpus import CorpusIndex
+from ..model.loading import cache_root
+from ..model.samples import MANIFEST_FILE, read_samples
 
 REPO = Path(__file__).resolve().parents[2]
 LEAKS_FILE = "leaks.json"  # beside a data set: questions that copy benchmark questions (benchmarks/leaks.py)
@@ -29,8 +31,6 @@ LEAKS_FILE = "leaks.json"  # beside a data set: questions that copy benchmark qu
 
 def corpus_documents(path: Path, tokenizer) -> list[list[int]]:
     """Token lists of the documents at ``path`` (see the module docstring)."""
-    from ..training.data import MANIFEST_FILE, read_samples
-
     if path.is_dir() or (path.suffix == ".jsonl" and _is_self_generated(path)):
         if path.is_dir() and not (path / MANIFEST_FILE).is_file():
             raise BitaError(f"corpus {path} is a folder but not a packed data set (no {MANIFEST_FILE})")
@@ -73,8 +73,6 @@ def _digest(path: Path, tokenizer) -> str:
 def load_corpus(path: str, tokenizer) -> CorpusIndex:
     """The index of the corpus at ``path`` (relative paths also from the repository root), built
     once per content and cached under the bita cache as one .npz, memory-mapped on later loads."""
-    from ..model.loading import cache_root
-
     source = Path(path).expanduser()
     if not source.exists() and (REPO / path).exists():
         source = REPO / path
