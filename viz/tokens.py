@@ -25,6 +25,8 @@ _REJECTED_STYLE = (f"color:{REJECTED_COLOR};text-decoration:line-through;opacity
                    "font-size:0.85em;margin:0 2px")
 _NGRAM_STYLE = ";text-decoration:underline dotted 2px;text-underline-offset:3px"
 _CORPUS_STYLE = f";text-decoration:underline wavy {CORPUS_COLOR} 2px;text-underline-offset:3px"
+_BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;"
+              "word-break:break-word;line-height:1.8")
 
 
 def source_style(source: str | None) -> str:
@@ -32,8 +34,6 @@ def source_style(source: str | None) -> str:
     a dotted underline for the context n-gram, an orange wavy one for the corpus (either with the masks)."""
     found = source_parts(source) if source else ()
     return _CORPUS_STYLE if CORPUS in found else _NGRAM_STYLE if NGRAM in found else ""
-_BOX_STYLE = ("font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;"
-              "word-break:break-word;line-height:1.8")
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,8 @@ def legend_html(depths: int = 4) -> str:
     chips = [(accepted_role(d), f"accepted depth {d}") for d in range(1, depths + 1)] + [(BONUS, "bonus (model's own)")]
     parts = [f'<span style="{_TOKEN_STYLE.format(color=role_color(role))};margin-right:6px">{html.escape(text)}</span>'
              for role, text in chips]
-    parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{_NGRAM_STYLE};margin-right:6px">'
-                 'proposed by the context n-gram</span>')
-    parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{_CORPUS_STYLE};margin-right:6px">'
-                 'proposed by past answers (corpus)</span>')
+    for style, text in ((_NGRAM_STYLE, "proposed by the context n-gram"),
+                        (_CORPUS_STYLE, "proposed by past answers (corpus)")):
+        parts.append(f'<span style="{_TOKEN_STYLE.format(color=depth_color(1))}{style};margin-right:6px">{text}</span>')
     parts.append(f'<span style="{_REJECTED_STYLE}">rejected draft</span>')
     return f'<div style="{_BOX_STYLE};font-size:0.9em">{"".join(parts)}</div>'

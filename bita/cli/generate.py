@@ -44,7 +44,7 @@ def run_generate(args: argparse.Namespace) -> dict:
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
-                     corpus=args.corpus)
+                         corpus=args.corpus)
         bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan, stops,
                                                    sampling=sampling))
         report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason,

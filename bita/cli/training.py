@@ -121,11 +121,11 @@ def run_calibrate(args: argparse.Namespace) -> dict:
 
     from ..decode.sampling import Sampling
     from ..model.rank_stats import stored_ranks
+    from ..model.samples import read_samples
     from ..model.shipped import UNTRAINED, resolve_adapter
     from ..plan.acceptance import forecast
     from ..plan.tree_plan import resolve_tree
     from ..training.calibration import calibrate, calibrate_sampled
-    from ..model.samples import read_samples
     from ..training.data import resampled
 
     if args.adapter == UNTRAINED or args.samples < 1 or args.sampled_samples < 1:

@@ -20,7 +20,7 @@ from transformers import DynamicCache
 
 from ..drafts.corpus import CorpusIndex
 from ..drafts.dynamic import DynamicShape, dynamic_tree
-from ..drafts.ngram import NgramIndex
+from ..drafts.ngram import MAX_MATCH, NgramIndex
 from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
 from ..model.adapter import BitaAdapter
@@ -258,7 +258,7 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
     generator = sampling.generator()
     state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
     record.emitted, record.finish = stop.take([record.bonus])
-    history = NgramIndex(prompt_ids + [record.bonus])
+    history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
     yield record
     index = 1
     while record.finish is None:

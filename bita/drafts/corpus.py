@@ -69,10 +69,6 @@ class CorpusIndex:
         tokens = corpus_tokens(documents)
         return cls(tokens, suffix_array(tokens[::-1].copy(), 2 * max_match), max_match)
 
-    @property
-    def nbytes(self) -> int:
-        return self.tokens.nbytes + self.reverse_order.nbytes
-
     def _narrow(self, low: int, high: int, offset: int, token: int) -> tuple[int, int]:
         """Within suffix-array range [low, high) of suffixes sharing ``offset`` first tokens, the
         range whose token at ``offset`` is ``token``."""

@@ -69,14 +69,18 @@ def _digest(path: Path, tokenizer) -> str:
     return digest.hexdigest()[:16]
 
 
+def existing(path: str) -> Path | None:
+    """``path`` as given, else relative to the repository root (where shipped data sets are recorded
+    from), where it exists; None where neither does."""
+    return next((p for p in (Path(path).expanduser(), REPO / path) if p.exists()), None)
+
+
 @lru_cache(maxsize=8)
 def load_corpus(path: str, tokenizer) -> CorpusIndex:
-    """The index of the corpus at ``path`` (relative paths also from the repository root), built
-    once per content and cached under the bita cache as one .npz, memory-mapped on later loads."""
-    source = Path(path).expanduser()
-    if not source.exists() and (REPO / path).exists():
-        source = REPO / path
-    if not source.exists():
+    """The index of the corpus at ``path`` (``existing``), built once per content and cached under the
+    bita cache as two .npy files (tokens, suffix array), memory-mapped on later loads."""
+    source = existing(path)
+    if source is None:
         raise BitaError(f"corpus {path!r} not found")
     cached = cache_root() / "corpus" / f"{source.name}-{_digest(source, tokenizer)}"
     if not (cached / "reverse_order.npy").is_file():
@@ -100,4 +104,4 @@ def load_corpus(path: str, tokenizer) -> CorpusIndex:
 def adapter_corpus_path(training: dict) -> str | None:
     """The data an adapter was trained on (its config's ``training['data']``), where it still exists."""
     data = training.get("data")
-    return data if data and (Path(data).expanduser().exists() or (REPO / data).exists()) else None
+    return data if data and existing(data) else None

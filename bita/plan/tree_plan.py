@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
 from ..drafts.corpus import CorpusIndex
-from .corpus_source import adapter_corpus_path, load_corpus
 from ..drafts.sources import ALL, DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel
 from .autotree import AUTO, auto_tree
+from .corpus_source import adapter_corpus_path, load_corpus
 from .dynamic_plan import DYNAMIC, dynamic_shape
 
 DEFAULT_TREE = AUTO

@@ -6,10 +6,10 @@ import random
 import numpy as np
 import pytest
 
-from bita.plan import corpus_source as corpus_store
 from bita.drafts.corpus import SEPARATOR, CorpusIndex, corpus_tokens, suffix_array
-from bita.plan.corpus_source import load_corpus
 from bita.errors import BitaError
+from bita.plan import corpus_source as corpus_store
+from bita.plan.corpus_source import load_corpus
 
 
 def random_documents(seed: int, count: int = 30, vocab: int = 5) -> list[list[int]]:
@@ -98,10 +98,9 @@ def test_self_generated_data_indexes_its_train_answers_only_and_is_built_once(tm
     rows = [{"key": "a", "split": "train", "prompt_ids": [1], "answer_ids": [5, 6, 7, 8]},
             {"key": "b", "split": "heldout", "prompt_ids": [1], "answer_ids": [5, 6, 9, 9]}]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    builds = []
+    builds, build = [], CorpusIndex.build
     monkeypatch.setattr(corpus_store.CorpusIndex, "build",
-                        classmethod(lambda cls, docs: builds.append(docs) or CorpusIndex(
-                            corpus_tokens(docs), suffix_array(corpus_tokens(docs)[::-1].copy(), 32))))
+                        classmethod(lambda cls, docs: builds.append(docs) or build(docs)))
     tokenizer = object.__new__(type("T", (), {"__len__": lambda self: 10}))
     index = load_corpus(str(data), tokenizer)
     assert builds == [[[5, 6, 7, 8]]] and index.propose([5, 6], 2)[0] == [7, 8]

@@ -129,8 +129,8 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
         reference = hf_generate(tiny, prompt, 24, [])
         if chains != "lookup":
             shift = 0 if chains == "oracle" else 7
-            monkeypatch.setattr("bita.decode.step.NgramIndex",
-                                lambda history: ScriptedChains(history[len(prompt):], reference, shift, vocab))
+            monkeypatch.setattr("bita.decode.step.NgramIndex", lambda history, max_match: ScriptedChains(
+                history[len(prompt):], reference, shift, vocab))
         records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
                                   ngram_groups=ngram_groups))
         assert emitted(records) == reference
@@ -141,8 +141,8 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
         assert sources[NGRAM] + sources[BOTH] == 0
 
 
-@pytest.mark.parametrize("corpus_kind,spec", [("answers", "efficient:3,2,2"), ("answers", ""), ("answers", "dynamic:12"),
-                                               ("random", "efficient:3,2,2")])
+@pytest.mark.parametrize("corpus_kind,spec", [("answers", "efficient:3,2,2"), ("answers", ""),
+                                               ("answers", "dynamic:12"), ("random", "efficient:3,2,2")])
 def test_bita_with_corpus_chains_equals_hf_generate(tiny, corpus_kind, spec):
     """Corpus chains beside mask drafts and n-gram chains: from a corpus holding the model's own
     answers to these prompts (chains land often, even from the prompt's first pass) or random text."""
