@@ -4,7 +4,8 @@
     python app.py --model PATH    # any HF causal LM or GGUF (the shipped adapter made for it, if any)
     python app.py --model PATH --adapter DIR   # with an adapter of your own
 
-The Space's entry point: flags, threads, the model load, launch. The page lives in ``bita/serve``
+The Space's entry point: flags, threads, the model load (on a Space built for another model, that
+one: bita/cli/deploy.py), launch. The page lives in ``bita/serve``
 (page.py wires layout.py's components to handlers.py and inspector.py), decoding in ``bita``,
 figures in ``viz``. One model load serves every user; each browser session keeps its own
 conversation in a ``gr.State``; model work goes through one queue whose concurrency and length are
@@ -18,10 +19,12 @@ import argparse
 import os
 import sys
 from functools import partial
+from pathlib import Path
 
 import torch
 
 from bita.cli import add_model_arguments, load_from
+from bita.cli.deploy import space_model
 from bita.drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from bita.errors import BitaError
 from bita.generate import MAX_NEW_TOKENS_LIMIT
@@ -56,6 +59,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
     if not 1 <= args.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
         parser.error(f"--max-new-tokens must be from 1 to {MAX_NEW_TOKENS_LIMIT}")
+    if args.model == "default":  # a Space built for another model (space build --model) serves that one
+        args.model = space_model(Path(__file__).resolve().parent) or args.model
     return args
 
 

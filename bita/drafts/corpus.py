@@ -105,11 +105,14 @@ class CorpusIndex:
             (low, high), length = narrowed, length + 1
         return length, low, high
 
-    def propose(self, history: Sequence[int], max_tokens: int) -> tuple[list[int], int]:
-        """The chain (up to ``max_tokens`` tokens) that the occurrences of the longest matching
-        suffix of ``history`` continue with, and that match's length (its confidence); ([], m)
-        when the match is shorter than ``min_match``."""
+    def propose(self, history: Sequence[int], max_tokens: int | Sequence[int]) -> tuple[list[int], int]:
+        """The chain that the occurrences of the longest matching suffix of ``history`` continue with,
+        and that match's length m (its confidence); ([], m) when m is shorter than ``min_match``.
+        ``max_tokens``: the chain's longest, or per match length (``max_tokens[m]``: a gate, e.g.
+        ``chain_lengths``' tokens worth drafting at each confidence)."""
         length, low, high = self.longest_match(history)
+        if not isinstance(max_tokens, int):
+            max_tokens = max_tokens[min(length, len(max_tokens) - 1)]
         if length < self.min_match or max_tokens < 1:
             return [], length
         n = len(self.tokens)
@@ -129,3 +132,11 @@ class CorpusIndex:
             chain.append(best)
             alive &= following[:, depth] == best
         return chain, length
+
+
+def chain_lengths(rates: Sequence[Sequence[float]], threshold: float, max_tokens: int) -> tuple[int, ...]:
+    """The gate on the corpus chain: per match length m, how many of its tokens to draft, the depths d
+    (up to ``max_tokens``) whose calibrated chance ``rates[m][d - 1]`` of being right so far is at
+    least ``threshold``; a match longer than the table's takes the longest's."""
+    return tuple(next((d for d, rate in enumerate(row[:max_tokens]) if rate < threshold), min(len(row), max_tokens))
+                 for row in rates)

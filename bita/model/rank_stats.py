@@ -5,7 +5,9 @@ mask d (MISS when it is not among the first MAX_RANK). The adapter config keeps,
 ``acceptance``: how often each tuple occurred (``rank_counts``, what static trees are forecast
 from); the reliability of the drafts' probabilities per depth (``reliability``, what dynamic trees
 score nodes with); and a sample of whole passes, ranks with their drafts' probabilities and the
-n-gram chain's outcome (``pass_sample``, what dynamic trees and n-gram drafts are forecast from);
+n-gram chain's outcome, and where calibration had a corpus the corpus chain's (``pass_sample``, what
+dynamic trees and chains are forecast from); how often the corpus chain was right to each depth by
+its match length (``corpus``, what gates it);
 and for the first of those passes the target's distribution per depth (``target_sample``,
 target_stats.py: what sampled decoding is forecast from). ``sampled_contexts`` holds the same two
 samples for answers that were themselves sampled (at its ``temperature``): the contexts a sampled
@@ -28,22 +30,25 @@ SOURCE = "teacher-forced held-out self-generated answers"
 EDGES = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # reliability bins' upper ends
 SAMPLE_PASSES, SAMPLE_RANKS = 1500, 6  # passes kept whole, and drafts per depth kept with them
 NGRAM_CHAIN = 16  # n-gram chains scored up to this length (a shorter chain's outcome is a truncation)
+CHAIN_COLUMNS = ("ngram proposed", "ngram right", "corpus proposed", "corpus right", "corpus match")
 
 
-def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Tensor, max_rank: int = MAX_RANK,
+def acceptance_record(ranks: torch.Tensor, probs: torch.Tensor, chains: torch.Tensor, max_rank: int = MAX_RANK,
                       samples: int = 0, targets: dict[str, torch.Tensor] | None = None) -> dict:
     """JSON-ready statistics of N scored passes: ranks [N, depth] long, probs [N, depth, max_rank],
-    ngram [N, 2] (n-gram tokens proposed, and right), targets (the target's distribution per depth:
+    chains [N, 5] (``CHAIN_COLUMNS``: the n-gram chain's tokens proposed and right, the corpus chain's
+    and its match length, -1 without a corpus), targets (the target's distribution per depth:
     target_stats.target_summaries' tensors and ``answered`` [N, depths] bool) as
     calibration.heldout_passes gives them."""
     counts = Counter(",".join(map(str, r)) for r in ranks.tolist())
+    corpus = {"corpus": {"rates": corpus_rates(chains)}} if (chains[:, 4] >= 0).any() else {}
     return {"source": SOURCE, "samples": samples, "passes": len(ranks), "max_rank": max_rank,
             "rank_counts": dict(counts.most_common()),
-            "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)},
-            **pass_sample_record(ranks, probs, ngram, targets)}
+            "reliability": {"edges": list(EDGES), "rates": reliability_rates(ranks, probs)}, **corpus,
+            **pass_sample_record(ranks, probs, chains, targets)}
 
 
-def pass_sample_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Tensor,
+def pass_sample_record(ranks: torch.Tensor, probs: torch.Tensor, chains: torch.Tensor,
                        targets: dict[str, torch.Tensor] | None = None, passes: int = SAMPLE_PASSES) -> dict:
     """A random sample of ``passes`` passes kept whole (``pass_sample``), the first TARGET_PASSES of them
     with the target's distribution (``target_sample``, where ``targets`` are given); shapes as in
@@ -55,21 +60,42 @@ def pass_sample_record(ranks: torch.Tensor, probs: torch.Tensor, ngram: torch.Te
         for i in sample[:TARGET_PASSES].tolist()]}
     return {"pass_sample": [encode_pass(r, p, n) for r, p, n in zip(
         ranks[sample].tolist(), probs[sample, :, :SAMPLE_RANKS].mul(1000).round().int().tolist(),
-        ngram[sample].tolist())], **sampled_targets}
+        chains[sample].tolist())], **sampled_targets}
 
 
-def encode_pass(ranks: list[int], permille: list[list[int]], ngram: list[int]) -> str:
-    """One sampled pass as one line of the config: 'RANKS|PROBS PER DEPTH|NGRAM', comma-separated
-    numbers, depths' probabilities (per mille) separated by ';': '0,-1,0|546,91;382,166;213,93|0,0'."""
-    return f"{','.join(map(str, ranks))}|{';'.join(','.join(map(str, row)) for row in permille)}|{ngram[0]},{ngram[1]}"
+def encode_pass(ranks: list[int], permille: list[list[int]], chains: list[int]) -> str:
+    """One sampled pass as one line of the config: 'RANKS|PROBS PER DEPTH|CHAINS', comma-separated
+    numbers, depths' probabilities (per mille) separated by ';', the chains' outcome as
+    ``CHAIN_COLUMNS`` (the n-gram chain's alone where there was no corpus):
+    '0,-1,0|546,91;382,166;213,93|0,0,3,2,7'."""
+    chains = chains[:2] if len(chains) < 5 or chains[4] < 0 else chains
+    return f"{','.join(map(str, ranks))}|{';'.join(','.join(map(str, row)) for row in permille)}|" + ",".join(
+        map(str, chains))
 
 
-def decode_pass(line: str) -> tuple[tuple[int, ...], list[list[float]], int, int]:
-    """``encode_pass``'s line -> (ranks, probabilities [depth][rank], n-gram tokens proposed, right)."""
-    ranks, probs, ngram = line.split("|")
-    proposed, right = (int(v) for v in ngram.split(","))
+def decode_pass(line: str) -> tuple[tuple[int, ...], list[list[float]], int, int, tuple[int, int, int] | None]:
+    """``encode_pass``'s line -> (ranks, probabilities [depth][rank], n-gram tokens proposed, right,
+    the corpus chain's (tokens proposed, right, match length) or None)."""
+    ranks, probs, chains = line.split("|")
+    proposed, right, *corpus = (int(v) for v in chains.split(","))
+    if corpus and len(corpus) != 3:
+        raise ValueError(f"a pass's chains hold 2 or 5 numbers: {chains!r}")
     return (tuple(int(v) for v in ranks.split(",")),
-            [[int(v) / 1000 for v in row.split(",")] for row in probs.split(";")], proposed, right)
+            [[int(v) / 1000 for v in row.split(",")] for row in probs.split(";")], proposed, right,
+            tuple(corpus) if corpus else None)
+
+
+def corpus_rates(chains: torch.Tensor) -> list[list[float]]:
+    """[match length m][d]: the share of passes whose corpus chain matched m tokens of the history and
+    was right to depth d + 1 or further (0 .. NGRAM_CHAIN - 1), m from 0 to the longest seen; chains
+    [N, 5] as ``acceptance_record`` takes them. Non-increasing in d; lengths never seen are 0."""
+    right, match = chains[:, 3], chains[:, 4]
+    depths = torch.arange(1, NGRAM_CHAIN + 1)
+    rates = []
+    for m in range(int(match.max()) + 1):
+        hit = right[match == m, None] >= depths  # [passes with match m, NGRAM_CHAIN]
+        rates.append([round(v, 4) for v in hit.double().mean(0).tolist()] if len(hit) else [0.0] * NGRAM_CHAIN)
+    return rates
 
 
 def reliability_rates(ranks: torch.Tensor, probs: torch.Tensor) -> list[list[float]]:

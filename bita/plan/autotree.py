@@ -3,8 +3,9 @@
 Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``), for
 static trees and for dynamic trees of several row budgets (dynamic_plan.py), greedy or at the
 request's sampling settings (sampled_forecast.py);
-seconds per pass come from passes timed on this device for this model (cached on disk) and
-interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree beats
+seconds per pass come from passes timed on this device for this model (cached on disk, checked
+against a quick probe once per process) and interpolated by rows per pass, a plain AR pass being
+the one-row point. Where no tree beats
 plain AR, the answer is AR.
 """
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,15 +40,20 @@ REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:
                    "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
 COSTS_FILE = "pass-costs.json"
 TABLE_VERSION = "v3"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels
+PROBE_TREE, PROBE_ROUNDS = "efficient:3,2,2/chain-groups", 4  # a cached table is checked against this, once
+PROBE_TOLERANCE = 1.3, 1.15  # largest ratio of probe to table allowed: of the AR pass, of the tree's cost over it
+_probed: set[str] = set()  # keys checked in this process
 
 
 @dataclass
 class CostTable:
-    """Measured seconds per pass on one device: AR, and passes by row count (AR is rows 1)."""
+    """Measured seconds per pass on one device: AR, and passes by row count (AR is rows 1);
+    ``spread``: (rows, 25th, 75th percentile seconds) of each point, where recorded."""
 
     key: str
     ar: float
     points: list[tuple[int, float]]  # (rows, seconds), sorted by rows
+    spread: list[tuple[int, float, float]] = field(default_factory=list)
 
     def seconds(self, rows: int) -> float:
         """Piecewise-linear in rows; extended past the last point along the last segment."""
@@ -65,21 +72,48 @@ def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
 
 def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,
                repeats: int = 8) -> CostTable:
-    """The cached table for this model and device, measuring it (tens of seconds) the first time."""
+    """The cached table for this model and device, measuring it (tens of seconds) the first time; a
+    cached table is checked once per process against a quick probe (``probe_disagrees``) and timed
+    again, saying so, where it disagrees: it may have been timed while the machine was busy."""
     path = path or cache_root() / COSTS_FILE
     key = cost_key(loaded, adapter)
     cached = json.loads(path.read_text()) if path.is_file() else {}
     if key in cached:
-        return CostTable(**{**cached[key], "points": [tuple(p) for p in cached[key]["points"]]})
+        table = CostTable(**{**cached[key], "points": [tuple(p) for p in cached[key]["points"]],
+                             "spread": [tuple(s) for s in cached[key].get("spread", [])]})
+        if key in _probed:
+            return table
+        _probed.add(key)
+        disagreement = probe_disagrees(table, measure_pass_costs(loaded, adapter, [PROBE_TREE], context, PROBE_ROUNDS))
+        if not disagreement:
+            return table
+        print(f"the cached pass costs disagree with a probe now ({disagreement}): timing them again",
+              file=sys.stderr)
+    _probed.add(key)
     rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
     points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
-    table = CostTable(key, rows[0]["seconds"], points)
+    spread = sorted({r["rows"]: (r["rows"], *r["spread"]) for r in rows}.values())
+    table = CostTable(key, rows[0]["seconds"], points, spread)
+    cached = json.loads(path.read_text()) if path.is_file() else {}
     cached[key] = asdict(table)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_suffix(f".{os.getpid()}.tmp")
     staging.write_text(json.dumps(cached, indent=1))
     os.replace(staging, path)
     return table
+
+
+def probe_disagrees(table: CostTable, probe: list[dict]) -> str | None:
+    """Where a probe (``measure_pass_costs`` of AR and one tree) disagrees with ``table`` beyond
+    PROBE_TOLERANCE, in the AR pass or in the tree's cost relative to it, what differs; else None."""
+    ar, tree = probe
+    table_ratio, probe_ratio = table.seconds(tree["rows"]) / table.ar, tree["seconds"] / ar["seconds"]
+    ar_limit, ratio_limit = PROBE_TOLERANCE
+    within = lambda ratio, limit: 1 / limit <= ratio <= limit  # noqa: E731
+    if within(ar["seconds"] / table.ar, ar_limit) and within(probe_ratio / table_ratio, ratio_limit):
+        return None
+    return (f"AR pass {1000 * table.ar:.1f} ms cached, {1000 * ar['seconds']:.1f} ms now; {tree['rows']} rows "
+            f"{table_ratio:.2f}x an AR pass cached, {probe_ratio:.2f}x now")
 
 
 def candidate_trees(n_masks: int, max_topk: int = MAX_TOPK) -> list[str]:

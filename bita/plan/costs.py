@@ -26,7 +26,8 @@ def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[st
     """Median seconds of one pass for plain AR and for each tree over a ``context``-token cache.
 
     Rounds interleave one pass of each (AR first), so a machine whose speed drifts skews all
-    alike; the first round is a warm-up. Returns dicts with ``tree``, ``rows``, ``seconds``; AR first.
+    alike; the first round is a warm-up. Returns dicts with ``tree``, ``rows``, ``seconds`` and
+    ``spread`` (the 25th and 75th percentile seconds); AR first.
     """
     generator = torch.Generator().manual_seed(0)
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
@@ -45,4 +46,13 @@ def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[st
             _, record = tree_step(loaded.model, adapter, state, tree, index)
             seconds.append(record.seconds)
     rows = [(AR_LABEL, 1)] + [(spec, decode_layout(tree, tree.depth).rows) for spec, tree in zip(specs, trees)]
-    return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:])} for (label, n), t in zip(rows, times)]
+    return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:]), "spread": quartiles(t[1:])}
+            for (label, n), t in zip(rows, times)]
+
+
+def quartiles(seconds: list[float]) -> tuple[float, float]:
+    """The 25th and 75th percentile of ``seconds`` (both the value itself for one)."""
+    if len(seconds) < 2:
+        return seconds[0], seconds[0]
+    cuts = statistics.quantiles(seconds, n=4)
+    return cuts[0], cuts[2]

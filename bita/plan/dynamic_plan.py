@@ -13,7 +13,7 @@ is followed by another where the chain was right at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..decode.masks import layout_rows
@@ -36,14 +36,28 @@ OUTDATED = "this adapter's statistics predate dynamic trees: run 'python -m bita
 @dataclass(frozen=True)
 class ScoredPass:
     """One held-out pass: the true tokens' draft ranks per depth, the drafts' probabilities
-    [depth][rank], the n-gram chain's outcome (tokens proposed, how many right), and where stored the
-    target's distribution per depth (``targets``: what sampled forecasts need)."""
+    [depth][rank], the n-gram chain's outcome (tokens proposed, how many right), where stored the
+    target's distribution per depth (``targets``: what sampled forecasts need) and the corpus chain's
+    outcome (``corpus``: tokens proposed, how many right, the match's length)."""
 
     ranks: tuple[int, ...]
     probs: list[list[float]]
     ngram_proposed: int
     ngram_right: int
     targets: list[TargetDepth] | None = None
+    corpus: tuple[int, int, int] | None = None
+
+    def chains(self, ngram_tokens: int, corpus_lengths: Sequence[int] = ()) -> tuple[int, int]:
+        """(tokens the chains add, how many the better chain has right) with n-gram chains of up to
+        ``ngram_tokens`` and corpus chains of up to ``corpus_lengths[match length]`` (none: no corpus
+        chain; where the pass has no corpus outcome, none either)."""
+        proposed = min(self.ngram_proposed, ngram_tokens)
+        right = min(self.ngram_right, proposed)
+        if corpus_lengths and self.corpus is not None:
+            found, found_right, match = self.corpus
+            found = min(found, corpus_lengths[min(match, len(corpus_lengths) - 1)])
+            proposed, right = proposed + found, max(right, min(found_right, found))
+        return proposed, right
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,8 @@ def decode_passes(record: dict) -> list[ScoredPass]:
         raise BitaError(OUTDATED)
     targets = record.get("target_sample", [])
     try:
-        return [ScoredPass(*decode_pass(line), decode_target(targets[i]) if i < len(targets) else None)
-                for i, line in enumerate(record["pass_sample"])]
+        return [ScoredPass(*ngram, decode_target(targets[i]) if i < len(targets) else None, corpus)
+                for i, (*ngram, corpus) in enumerate(map(decode_pass, record["pass_sample"]))]
     except (ValueError, TypeError, AttributeError):
         raise BitaError("this adapter's pass sample is corrupted: "
                         "run 'python -m bita calibrate --adapter DIR'") from None
@@ -92,22 +106,24 @@ Outcome = Callable[[DraftTree, ScoredPass, int, int], PassOutcome]
 
 
 def forecast_passes(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0,
-                    outcome: Outcome = greedy_outcome) -> Forecast:
-    """What ``tree`` (static or dynamic) plus n-gram chains of up to ``ngram_tokens`` would accept on
-    ``passes``, each pass's ``outcome`` given its mask tree and the chain's tokens proposed and right
-    (greedy by default; sampled_forecast.py under sampling). Rows count a chain's tokens in full (where
-    it shares a prefix with the mask tree it takes fewer)."""
+                    outcome: Outcome = greedy_outcome, corpus_lengths: Sequence[int] = ()) -> Forecast:
+    """What ``tree`` (static or dynamic) plus n-gram chains of up to ``ngram_tokens`` and corpus chains
+    gated by ``corpus_lengths`` (``ScoredPass.chains``) would accept on ``passes``, each pass's
+    ``outcome`` given its mask tree and the chains' tokens proposed and the better one's right (greedy by
+    default; sampled_forecast.py under sampling). Rows count a chain's tokens in full (where it shares
+    a prefix with the mask tree or the other chain it takes fewer)."""
     if not passes:
         raise ValueError("forecast needs at least one pass")
     outcomes, rows, chains = [], 0, 0
     for scored in passes:
-        proposed = min(scored.ngram_proposed, ngram_tokens)
+        proposed, right = scored.chains(ngram_tokens, corpus_lengths)
         masks = dynamic_tree(scored.probs, tree, proposed)[0] if isinstance(tree, DynamicShape) else tree
-        outcomes.append(outcome(masks, scored, proposed, min(scored.ngram_right, proposed)))
+        outcomes.append(outcome(masks, scored, proposed, right))
         rows, chains = rows + layout_rows(masks, tree.depth) + proposed, chains + proposed
     count = len(passes)
     mean = lambda field: sum(getattr(o, field) for o in outcomes) / count  # noqa: E731
-    return Forecast(tree.spec + (f"+ngram:{ngram_tokens}" if ngram_tokens else ""), mean("tokens"),
+    named = (f"+ngram:{ngram_tokens}" if ngram_tokens else "") + ("+corpus" if corpus_lengths else "")
+    return Forecast(tree.spec + named, mean("tokens"),
                     mean("groupless") if tree.depth else 0.0, rows / count,
                     layout_rows(EMPTY_TREE, tree.depth) + chains / count, 1 + mean("chain_tokens"), mean("chain_hit"))
 

@@ -14,7 +14,7 @@ n-gram chain was right so far; then the walk goes on down the answer's path.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 
 import numpy as np
@@ -61,7 +61,7 @@ def warped_top(depth: TargetDepth, sampling: Sampling) -> list[float]:
 
 def sampled_outcome(masks: DraftTree, scored: ScoredPass, proposed: int, right: int,
                     sampling: Sampling) -> PassOutcome:
-    """Expected outcome of one pass of ``masks`` (and an n-gram chain ``right`` tokens right) when every
+    """Expected outcome of one pass of ``masks`` (and chains, the better ``right`` tokens right) when every
     token is sampled (see the module docstring); ``scored`` must carry its targets."""
     warped = [warped_top(depth, sampling) for depth in scored.targets]
     chance = lambda d, index: warped[d][index] if OUTSIDE < index < len(warped[d]) else 0.0  # noqa: E731
@@ -113,12 +113,13 @@ def sampling_passes(adapter: BitaAdapter, sampling: Sampling) -> list[ScoredPass
 
 
 def forecast_sampled(tree: DraftTree | DynamicShape, passes: list[ScoredPass], sampling: Sampling,
-                     ngram_tokens: int = 0) -> Forecast:
+                     ngram_tokens: int = 0, corpus_lengths: Sequence[int] = ()) -> Forecast:
     """``dynamic_plan.forecast_passes`` when every token is sampled with ``sampling`` (not greedy)."""
-    return forecast_passes(tree, sampled_passes(passes), ngram_tokens, partial(sampled_outcome, sampling=sampling))
+    return forecast_passes(tree, sampled_passes(passes), ngram_tokens, partial(sampled_outcome, sampling=sampling),
+                           corpus_lengths)
 
 
-Forecaster = Callable[..., Forecast]  # (tree or shape, passes, ngram_tokens=0) -> Forecast
+Forecaster = Callable[..., Forecast]  # (tree or shape, passes, ngram_tokens=0, corpus_lengths=()) -> Forecast
 
 
 def forecasting(adapter: BitaAdapter, sampling: Sampling | None) -> tuple[Forecaster, list[ScoredPass]]:
@@ -127,7 +128,8 @@ def forecasting(adapter: BitaAdapter, sampling: Sampling | None) -> tuple[Foreca
     if sampling is None or sampling.greedy:
         return forecast_passes, stored_passes(adapter)
 
-    def at_setting(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0) -> Forecast:
-        return forecast_sampled(tree, passes, sampling, ngram_tokens)
+    def at_setting(tree: DraftTree | DynamicShape, passes: list[ScoredPass], ngram_tokens: int = 0,
+                   corpus_lengths: Sequence[int] = ()) -> Forecast:
+        return forecast_sampled(tree, passes, sampling, ngram_tokens, corpus_lengths)
 
     return at_setting, sampling_passes(adapter, sampling)

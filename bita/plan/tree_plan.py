@@ -13,9 +13,11 @@ from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel
-from .autotree import AUTO, auto_tree
+from .autotree import AUTO, auto_tree, cost_table
+from .corpus_plan import choose_gate
 from .corpus_source import adapter_corpus_path, load_corpus
 from .dynamic_plan import DYNAMIC, dynamic_shape
+from .sampled_forecast import forecasting
 
 DEFAULT_TREE = AUTO
 DEFAULT_NGRAM_TOKENS = 4
@@ -50,7 +52,13 @@ class TreePlan:
     ranking: tuple[tuple[str, float, float], ...] = ()  # auto's: (spec, forecast tau, expected tok/s), best first
     ar_tokens_per_second: float | None = None  # auto's expectation for plain AR
     corpus: CorpusIndex | None = None  # the corpus chain's index (drafts=all), else None
-    corpus_tokens: int = 0  # length of the corpus chain added to every pass (0: none)
+    corpus_lengths: tuple[int, ...] = ()  # [match length]: corpus chain tokens a pass drafts (none: no chain)
+    corpus_gate: float | None = None  # the calibrated chance its tokens need (corpus_plan.py; None: ungated)
+
+    @property
+    def corpus_tokens(self) -> int:
+        """The longest corpus chain a pass drafts (0: none)."""
+        return max(self.corpus_lengths, default=0)
 
     @property
     def spec(self) -> str:
@@ -58,7 +66,8 @@ class TreePlan:
             return "ar"
         parts = [self.tree.spec] if self.tree != EMPTY_TREE else []
         chains = [f"ngram:{self.ngram_tokens}"] if self.ngram_tokens else []
-        return "+".join(parts + chains + ([f"corpus:{self.corpus_tokens}"] if self.corpus_tokens else []))
+        gate = f"@{self.corpus_gate:g}" if self.corpus_gate else ""
+        return "+".join(parts + chains + ([f"corpus:{self.corpus_tokens}{gate}"] if self.corpus_tokens else []))
 
     @property
     def extra_rows(self) -> int:
@@ -99,8 +108,10 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
               drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
               drafting: bool = False, sampling: Sampling | None = None, corpus: str | None = None) -> TreePlan:
     """The mask tree (``plan_masks``, for ``auto`` forecast at ``sampling``; None: greedy) and the
-    chains ``drafts`` asks for: ``all`` adds to ``both`` a corpus chain as long as the n-gram chain,
-    from ``corpus`` or the adapter's training answers (``corpus_of``; no forecast covers it yet).
+    chains ``drafts`` asks for: ``all`` adds to ``both`` a corpus chain of up to as many tokens as the
+    n-gram chain, from ``corpus`` or the adapter's training answers (``corpus_of``), gated by its
+    calibrated chance where that pays (``corpus_gate``; a user's corpus is gated by the statistics of
+    the adapter's own, the only ones calibration has).
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
     adds the chain to the mask tree, which ``auto`` chooses from mask forecasts alone: the chain's
@@ -123,15 +134,35 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
+    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chains: see above
+    drafted = masks.tree if masks.tree is not None else EMPTY_TREE
     extra = {}
     if source == ALL:
         index, path = corpus_of(adapter, loaded.tokenizer, corpus)
-        chain += f" and corpus chains of up to {ngram_tokens} tokens from {path}"
-        extra = dict(corpus=index, corpus_tokens=ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chains: see above
+        lengths, gate, how = corpus_gate(loaded, adapter, drafted, ngram_tokens, sampling, drafting)
+        chain += f" and corpus chains of up to {ngram_tokens} tokens from {path}: {how}"
+        extra = dict(corpus=index if any(lengths) else None, corpus_lengths=lengths, corpus_gate=gate)
     if masks.tree is None:
         return replace(masks, tree=EMPTY_TREE, ngram_tokens=ngram_tokens, **extra,
                        reason=f"{masks.reason}; with drafts={drafts}: {chain} alone (a pass they do not draft is "
                               "one row, like AR)")
     return replace(masks, reason=f"{masks.reason}, plus {chain} (drafts={drafts})", ngram_tokens=ngram_tokens,
                    **extra)
+
+
+def corpus_gate(loaded: LoadedModel, adapter: BitaAdapter, tree: DraftTree | DynamicShape, ngram_tokens: int,
+                sampling: Sampling | None, drafting: bool) -> tuple[tuple[int, ...], float | None, str]:
+    """The corpus chain's tokens per match length beside ``tree`` and n-gram chains of ``ngram_tokens``
+    (corpus_plan.choose_gate, chains of up to ``ngram_tokens``), its threshold (None: ungated, or OFF) and
+    one line saying why; ungated (every chain in full) where the adapter's statistics lack the corpus's."""
+    rates = ((adapter.config.acceptance or {}).get("corpus") or {}).get("rates")
+    if not rates:
+        return (ngram_tokens,), None, ("every chain in full: this adapter's statistics predate the corpus chain's "
+                                       "(run 'python -m bita calibrate --adapter DIR' to gate it)")
+    try:
+        forecaster, passes = forecasting(adapter, sampling)
+    except BitaError as error:
+        return (ngram_tokens,), None, f"every chain in full ({error})"
+    gate = choose_gate(tree, ngram_tokens, ngram_tokens, rates, passes, forecaster, cost_table(loaded, adapter),
+                       drafting)
+    return gate.lengths, gate.threshold, gate.describe()

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ..drafts.corpus import CorpusIndex
 from ..drafts.ngram import NgramIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
@@ -29,25 +30,27 @@ from .objective import SarObjective, make_batch
 class HeldoutPasses:
     """Per answer position whose next n+1 tokens are known (N of them), for the mask group anchored
     there: ranks [N, n] long, the rank (or MISS) of each true token among the drafts; probs
-    [N, n, max_rank], the drafts' probabilities, best first; ngram [N, 2] long, the n-gram chain
-    the next pass would add (``ngram_outcomes``): tokens proposed, and how many were right; targets:
+    [N, n, max_rank], the drafts' probabilities, best first; chains [N, 5] long, the chains the next
+    pass would add (``chain_outcomes``, rank_stats.CHAIN_COLUMNS): tokens proposed and right of the
+    n-gram chain and of the corpus chain, and the corpus match's length (-1: no corpus); targets:
     the target model's distribution at depths 1..TARGET_DEPTHS (target_stats.target_summaries'
     tensors, with ``answered`` [N, TARGET_DEPTHS] bool: the answer has a token at that depth)."""
 
     ranks: torch.Tensor
     probs: torch.Tensor
-    ngram: torch.Tensor
+    chains: torch.Tensor
     targets: dict[str, torch.Tensor]
 
 
 @torch.no_grad()
 def heldout_passes(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_rank: int = MAX_RANK,
-                   max_length: int = 384) -> HeldoutPasses:
-    """Score every anchor of ``samples`` (teacher forced): see HeldoutPasses."""
+                   max_length: int = 384, corpus: CorpusIndex | None = None) -> HeldoutPasses:
+    """Score every anchor of ``samples`` (teacher forced), with the corpus chain of ``corpus`` (an
+    index that must not hold these answers): see HeldoutPasses."""
     objective = SarObjective(adapter, model)
     device = model.get_input_embeddings().weight.device
     n = adapter.n_masks
-    ranks, probs, ngram, targets = [], [], [], []
+    ranks, probs, chains, targets = [], [], [], []
     for sample in tqdm(samples, desc="draft ranks", unit="sample"):
         batch = make_batch([sample], max_length, max_length, random.Random(0), every_anchor=True)
         input_ids = batch.input_ids.to(device)
@@ -61,10 +64,10 @@ def heldout_passes(adapter: BitaAdapter, model: nn.Module, samples: list[dict], 
         probs.append(top.values.view(-1, n, max_rank)[complete].cpu())
         sequence = batch.input_ids[0, :batch.lengths[0]].tolist()
         anchors = batch.anchors[0][complete].tolist()
-        ngram.append(torch.tensor(ngram_outcomes(sequence, anchors), dtype=torch.long))
+        chains.append(torch.tensor(chain_outcomes(sequence, anchors, corpus), dtype=torch.long).view(-1, 5))
         drafts = top.indices.view(-1, n, max_rank)[complete][..., :SAMPLE_RANKS].cpu()
         targets.append(target_rows(model, hidden[0], batch.input_ids[0, :len(sequence)], anchors, drafts))
-    return HeldoutPasses(torch.cat(ranks), torch.cat(probs), torch.cat(ngram).view(-1, 2),
+    return HeldoutPasses(torch.cat(ranks), torch.cat(probs), torch.cat(chains),
                          {key: torch.cat([t[key] for t in targets]) for key in targets[0]})
 
 
@@ -83,32 +86,40 @@ def target_rows(model: nn.Module, hidden: torch.Tensor, sequence: torch.Tensor, 
     return {**target_summaries(logits, depths, answers), "answered": answered}
 
 
-def ngram_outcomes(sequence: list[int], anchors: list[int], chain: int = NGRAM_CHAIN) -> list[tuple[int, int]]:
+def chain_outcomes(sequence: list[int], anchors: list[int], corpus: CorpusIndex | None = None,
+                   chain: int = NGRAM_CHAIN) -> list[tuple[int, int, int, int, int]]:
     """For each anchor a (ascending): the next pass's root is token a+1 and its drafts stand for
-    a+2 ..; the n-gram chain (bita/drafts/ngram.py) over tokens ..a+1: (tokens proposed, how many
-    of them, from the first, equal the sequence's)."""
+    a+2 ..; the n-gram chain (bita/drafts/ngram.py) over tokens ..a+1 and the corpus chain
+    (bita/drafts/corpus.py) continuing them: (n-gram tokens proposed, how many of them, from the first,
+    equal the sequence's, the same two of the corpus chain, its match length; 0, 0, -1 without a corpus)."""
     index, outcomes = NgramIndex(), []
+
+    def right(proposal: list[int], start: int) -> int:
+        truth = sequence[start:start + len(proposal)]
+        return next((i for i, (a, b) in enumerate(zip(proposal, truth)) if a != b), min(len(proposal), len(truth)))
+
     for anchor in anchors:
         index.extend(sequence[len(index.tokens):anchor + 2])
         proposal = index.propose(chain)
-        truth = sequence[anchor + 2:anchor + 2 + len(proposal)]
-        right = next((i for i, (a, b) in enumerate(zip(proposal, truth)) if a != b), min(len(proposal), len(truth)))
-        outcomes.append((len(proposal), right))
+        found, match = corpus.propose(index.tokens, chain) if corpus is not None else ([], -1)
+        outcomes.append((len(proposal), right(proposal, anchor + 2), len(found), right(found, anchor + 2), match))
     return outcomes
 
 
-def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_rank: int = MAX_RANK) -> dict:
-    """Score ``samples`` and store the statistics in ``adapter.config.acceptance``."""
+def calibrate(adapter: BitaAdapter, model: nn.Module, samples: list[dict], max_rank: int = MAX_RANK,
+              corpus: CorpusIndex | None = None) -> dict:
+    """Score ``samples`` (with the corpus chain of ``corpus``, where given) and store the statistics in
+    ``adapter.config.acceptance``."""
     if not samples:
         raise BitaError("calibration needs held-out samples")
-    scored = heldout_passes(adapter, model, samples, max_rank)
-    adapter.config.acceptance = acceptance_record(scored.ranks, scored.probs, scored.ngram, max_rank, len(samples),
+    scored = heldout_passes(adapter, model, samples, max_rank, corpus=corpus)
+    adapter.config.acceptance = acceptance_record(scored.ranks, scored.probs, scored.chains, max_rank, len(samples),
                                                   scored.targets)
     return adapter.config.acceptance
 
 
 def calibrate_sampled(adapter: BitaAdapter, model: nn.Module, samples: list[dict], temperature: float,
-                      max_rank: int = MAX_RANK) -> dict:
+                      max_rank: int = MAX_RANK, corpus: CorpusIndex | None = None) -> dict:
     """Score ``samples``, whose answers were sampled at ``temperature``, and store a sample of their
     passes, all with their targets, as ``adapter.config.acceptance["sampled_contexts"]``: what sampled
     requests are forecast from (with the greedy answers' passes, bita/plan/sampled_forecast.py).
@@ -117,8 +128,8 @@ def calibrate_sampled(adapter: BitaAdapter, model: nn.Module, samples: list[dict
         raise BitaError("calibrate the adapter on greedy answers first")
     if not samples:
         raise BitaError("calibration needs held-out samples")
-    scored = heldout_passes(adapter, model, samples, max_rank)
+    scored = heldout_passes(adapter, model, samples, max_rank, corpus=corpus)
     record = {"temperature": temperature, "samples": len(samples), "passes": len(scored.ranks),
-              **pass_sample_record(scored.ranks, scored.probs, scored.ngram, scored.targets, TARGET_PASSES)}
+              **pass_sample_record(scored.ranks, scored.probs, scored.chains, scored.targets, TARGET_PASSES)}
     adapter.config.acceptance["sampled_contexts"] = record
     return record

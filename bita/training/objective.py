@@ -3,6 +3,12 @@
 Each sample packs up to G mask groups (one per anchor position). The ordinary tokens are
 encoded once without gradient (their key/values never depend on the adapter); the mask rows
 then attend to ``[prompt slots | those key/values | their own group]`` with gradient.
+
+The loss per mask row is cross-entropy to the answer's token (the frozen model's greedy choice,
+since the answers are its own greedy output), mixed with ``soft_weight`` of the KL divergence from
+the frozen model's whole distribution there, which the ordinary pass has already computed (soft
+targets: how sure the model was, and what it would have said instead); rows are weighted by their
+depth (``depth_weights``: e.g. what a right draft at that depth is worth).
 """
 
 from __future__ import annotations
@@ -51,10 +57,13 @@ class SarObjective(nn.Module):
     """The adapter plus a (non-registered) frozen base model; forward returns the SAR loss and
     per-depth top-1 counts. Wrapping makes the adapter the only module DDP synchronises."""
 
-    def __init__(self, adapter: BitaAdapter, model: nn.Module):
+    def __init__(self, adapter: BitaAdapter, model: nn.Module, soft_weight: float = 0.0,
+                 depth_weights: tuple[float, ...] = ()):
         super().__init__()
         self.adapter = adapter
         self._frozen = (model,)
+        self.soft_weight = soft_weight
+        self.depth_weights = depth_weights  # [n], or () for equal
 
     def mask_logits(self, input_ids, lengths, anchors):
         """Logits of every mask row and what it should predict.
@@ -96,11 +105,29 @@ class SarObjective(nn.Module):
         return output_logits(model, hidden), targets, counted, ordinary_hidden
 
     def forward(self, input_ids, lengths, anchors):
-        """SAR loss (cross-entropy on mask rows) and per-depth top-1 hits and counts [n]."""
-        logits, targets, counted, _ = self.mask_logits(input_ids, lengths, anchors)
+        """SAR loss (see the module docstring) and per-depth top-1 hits and counts [n]."""
+        logits, targets, counted, ordinary_hidden = self.mask_logits(input_ids, lengths, anchors)
         n = self.adapter.n_masks
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-        hits = (logits.argmax(-1) == targets) & counted
         depth = torch.arange(logits.shape[1], device=input_ids.device) % n
+        row_loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
+                                   reduction="none").view_as(targets)  # [B, G*n], 0 where not counted
+        if self.soft_weight:
+            row_loss = (1 - self.soft_weight) * row_loss + self.soft_weight * self.soft_loss(
+                logits, ordinary_hidden, input_ids, anchors)
+        weights = counted * (torch.tensor(self.depth_weights, device=logits.device)[depth] if self.depth_weights
+                             else 1.0)
+        loss = (row_loss * weights).sum() / weights.sum().clamp(min=1e-9)
+        hits = (logits.argmax(-1) == targets) & counted
         per_depth = lambda x: torch.zeros(n, device=x.device).index_add_(0, depth, x.float().sum(0))  # noqa: E731
         return loss, per_depth(hits), per_depth(counted)
+
+    def soft_loss(self, logits, ordinary_hidden, input_ids, anchors):
+        """KL(frozen model || mask rows) per mask row [B, G*n]: the frozen model's distribution over the
+        token a row predicts comes from the ordinary row just before it (logits [B, G*n, V],
+        ordinary_hidden [B, T, H]); rows past the sequence give garbage that the caller's weights drop."""
+        width = input_ids.shape[1]
+        before = (packed_groups(anchors, self.adapter.n_masks, width).target_index - 1).clamp(0, width - 1)
+        teacher = output_logits(self._frozen[0], ordinary_hidden.gather(
+            1, before[..., None].expand(-1, -1, ordinary_hidden.shape[-1])))
+        return F.kl_div(F.log_softmax(logits.float(), -1), F.log_softmax(teacher.float(), -1), log_target=True,
+                        reduction="none").sum(-1)

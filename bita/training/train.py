@@ -21,6 +21,7 @@ from torch import nn
 from tqdm import tqdm
 from transformers import get_cosine_schedule_with_warmup
 
+from ..drafts.corpus import CorpusIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device, device_of
@@ -41,7 +42,10 @@ class TrainConfig:
     batch_size: int = 4
     lr: float = 3e-2
     warmup: int = 20
-    anchors: int = 64  # mask groups per sample
+    anchors: int = 64  # mask groups per sample (at most every answer position: 190 covers 192-token answers)
+    soft_weight: float = 0.0  # share of the loss that is KL from the frozen model's distribution (0: cross-entropy)
+    depth_weights: str = ""  # comma list, one weight per mask depth (empty: equal)
+    init_from: str = ""  # an adapter directory to start from (its shape must be this config's); "": fresh
     max_length: int = 384
     eval_every: int = 100
     eval_samples: int = 48
@@ -61,6 +65,20 @@ def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, dev
             _, h, c = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
             hits, counted = hits + h, counted + c
     return (hits / counted.clamp(min=1)).tolist() if heldout else []
+
+
+def depth_weights(config: TrainConfig) -> tuple[float, ...]:
+    """``config.depth_weights`` as numbers, one per mask depth (BitaError otherwise); () for equal."""
+    if not config.depth_weights:
+        return ()
+    try:
+        weights = tuple(float(w) for w in config.depth_weights.split(","))
+    except ValueError:
+        weights = ()
+    if len(weights) != config.mask_tokens or min(weights) < 0 or not any(weights):
+        raise BitaError(f"depth_weights must be {config.mask_tokens} non-negative numbers, not all 0, "
+                        f"e.g. '1,0.5,0.25': not {config.depth_weights!r}")
+    return weights
 
 
 def split_samples(config: TrainConfig) -> tuple[list[dict], list[dict]]:
@@ -97,6 +115,15 @@ def train(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
+def start_from(adapter: BitaAdapter, trained: BitaAdapter, where: str) -> None:
+    """Copy ``trained``'s weights into the fresh ``adapter`` (BitaError where their shapes differ)."""
+    shapes = lambda a: {k: tuple(v.shape) for k, v in a.state_dict().items()}  # noqa: E731
+    if shapes(adapter) != shapes(trained):
+        raise BitaError(f"cannot start from {where}: its parameters {shapes(trained)} are not this run's "
+                        f"{shapes(adapter)} (prompt tokens, masks, prompt style and reparameterisation must match)")
+    adapter.load_state_dict(trained.state_dict())
+
+
 def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> BitaAdapter:
     from accelerate import Accelerator
 
@@ -109,7 +136,9 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
         raise BitaError(f"{config.data!r} holds no usable training samples")
     adapter = BitaAdapter.create(model, config.prompt_tokens, config.mask_tokens, config.seed, model_name,
                                  config.prompt_style, config.prompt_reparam)
-    objective = SarObjective(adapter, model)
+    if config.init_from:
+        start_from(adapter, BitaAdapter.load(config.init_from, model), config.init_from)
+    objective = SarObjective(adapter, model, config.soft_weight, depth_weights(config))
     optimizer = torch.optim.AdamW(adapter.parameters(), lr=config.lr, weight_decay=0.0)
     scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup, config.steps)
     objective, optimizer = accelerator.prepare(objective, optimizer)
@@ -164,8 +193,8 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
         "hardware": describe_device(device), "seconds": round(seconds_before + time.perf_counter() - started, 1),
     }
     if accelerator.is_main_process:
-        if heldout:
-            calibrate(trained, model, heldout)
+        if heldout:  # the corpus chain's index holds the training answers only, as decoding's does
+            calibrate(trained, model, heldout, corpus=CorpusIndex.build([s["answer_ids"] for s in train_set]))
         trained.save(config.output)
     accelerator.wait_for_everyone()
     return trained

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from bita.drafts.corpus import SEPARATOR, CorpusIndex, corpus_tokens, suffix_array
+from bita.drafts.corpus import SEPARATOR, CorpusIndex, chain_lengths, corpus_tokens, suffix_array
 from bita.errors import BitaError
 from bita.plan import corpus_source as corpus_store
 from bita.plan.corpus_source import load_corpus
@@ -65,6 +65,18 @@ def test_chains_stop_at_the_end_of_a_document():
     assert index.propose([2, 3], 4) == ([5, 6], 2)  # the only occurrence with a continuation
     assert index.propose([7, 3], 4) == ([], 1)  # a one-token match is too weak
     assert SEPARATOR not in index.propose([1, 2, 3], 8)[0]
+
+
+def test_the_gate_drafts_the_depths_whose_chance_is_high_enough_at_each_match_length():
+    rates = [[0.0] * 4, [0.0] * 4, [0.3, 0.1, 0.0, 0.0], [0.7, 0.5, 0.35, 0.2], [0.9, 0.8, 0.7, 0.6]]
+    assert chain_lengths(rates, 0.4, 4) == (0, 0, 0, 2, 4)
+    assert chain_lengths(rates, 0.4, 3) == (0, 0, 0, 2, 3)
+    assert chain_lengths(rates, 0.0, 4) == (4,) * 5  # threshold 0: every chain in full
+    index = CorpusIndex.build([[1, 2, 3, 4, 5, 6], [7, 8, 3, 4, 9]])
+    assert index.propose([2, 3, 4], (0, 0, 1, 3)) == ([5, 6], 3)  # a 3-token match may draft 3
+    assert index.propose([8, 2, 3, 4], (0, 0, 1, 3)) == ([5, 6], 3)
+    assert index.propose([0, 3, 4], (0, 0, 1, 3)) == ([5], 2)  # a 2-token match drafts 1
+    assert index.propose([1, 2, 3, 4, 5], (0, 0, 1, 3)) == ([6], 5)  # longer than the table: its last
 
 
 def test_corpus_from_plain_text_and_jsonl(tmp_path, monkeypatch):

@@ -47,27 +47,41 @@ def test_when_no_tree_pays_the_choice_is_ar():
     assert "no tree pays" in choice.describe()
 
 
-def test_cost_table_is_measured_once_then_read_from_disk(tmp_path):
-    """On a tiny model: AR is the 1-row point, rows follow the layouts, and a second call
-    reads the cached table instead of timing again."""
+def test_cost_table_is_measured_once_then_read_from_disk_unless_a_probe_disagrees(tmp_path, monkeypatch):
+    """On a tiny model: AR is the 1-row point, rows follow the layouts, and a later process reads
+    the cached table instead of timing it again, unless its probe finds the table wrong (timed while
+    the machine was busy)."""
     from conftest import tiny_model
 
     from bita.decode.masks import decode_layout
     from bita.drafts.tree import parse_tree_spec
     from bita.model.adapter import BitaAdapter
     from bita.model.loading import LoadedModel
-    from bita.plan.autotree import REFERENCE_TREES, cost_table
+    from bita.plan import autotree
+    from bita.plan.autotree import PROBE_TREE, REFERENCE_TREES, CostTable, cost_table, probe_disagrees
 
     model = tiny_model("llama")
     loaded = LoadedModel(model, None, "tiny-llama", torch.device("cpu"))
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3)
     path = tmp_path / "costs.json"
+    monkeypatch.setattr(autotree, "_probed", set())
     table = cost_table(loaded, adapter, path, context=40, repeats=2)
     expected_rows = {1} | {decode_layout(parse_tree_spec(s), parse_tree_spec(s).depth).rows for s in REFERENCE_TREES}
     assert [rows for rows, _ in table.points] == sorted(expected_rows)
     assert table.points[0] == (1, table.ar) and all(seconds > 0 for _, seconds in table.points)
+    assert [rows for rows, _, _ in table.spread] == sorted(expected_rows)
+    assert all(low <= seconds <= high for (_, seconds), (_, low, high) in zip(table.points, table.spread))
     path.write_text(path.read_text().replace(str(table.ar), "123.0"))  # a re-measure would not give 123 s
-    assert cost_table(loaded, adapter, path).ar == 123.0
+    assert cost_table(loaded, adapter, path).ar == 123.0  # probed once per process: this one timed it
+    monkeypatch.setattr(autotree, "_probed", set())  # a new process: its probe finds the AR pass wrong
+    assert cost_table(loaded, adapter, path).ar < 123.0 and "123.0" not in path.read_text()
+    rows = parse_tree_spec(PROBE_TREE)
+    rows = decode_layout(rows, rows.depth).rows
+    steady = CostTable("t", 0.010, [(1, 0.010), (rows, 0.020)])
+    probe = lambda ar, tree: [{"rows": 1, "seconds": ar}, {"rows": rows, "seconds": tree}]  # noqa: E731
+    assert probe_disagrees(steady, probe(0.011, 0.021)) is None
+    assert "2.00x an AR pass cached, 2.60x now" in probe_disagrees(steady, probe(0.010, 0.026))
+    assert "AR pass 10.0 ms cached, 20.0 ms now" in probe_disagrees(steady, probe(0.020, 0.040))
 
 
 def test_a_drafting_choice_keeps_the_best_tree_where_ar_is_faster():

@@ -41,6 +41,20 @@ def test_a_chain_that_is_right_further_wins_and_leaves_the_next_pass_without_mas
     assert shorter.tokens_per_drafted_pass == pytest.approx((3 + 4 + 1) / 3)
 
 
+def test_the_corpus_chain_is_cut_by_its_gate_and_the_better_chain_is_accepted():
+    passes = [ScoredPass((0, MISS, MISS), SURE, 4, 1, corpus=(4, 3, 6)),  # a 6-token match, right 3 deep
+              ScoredPass((0, MISS, MISS), SURE, 4, 1, corpus=(4, 0, 2)),  # a weak match, wrong at once
+              ScoredPass((0, MISS, MISS), SURE, 4, 1)]  # calibrated without a corpus
+    tree = parse_tree_spec("chain:1")
+    plain = forecast_passes(tree, passes, ngram_tokens=4)
+    gated = forecast_passes(tree, passes, 4, corpus_lengths=(0, 0, 0, 0, 0, 0, 4))  # only matches of 6 or more
+    full = forecast_passes(tree, passes, 4, corpus_lengths=(4,))
+    assert plain.tokens_per_drafted_pass == pytest.approx(2.0)
+    assert gated.tokens_per_drafted_pass == full.tokens_per_drafted_pass == pytest.approx((4 + 2 + 2) / 3)
+    assert gated.rows == pytest.approx(plain.rows + 4 / 3) and full.rows == pytest.approx(plain.rows + 8 / 3)
+    assert forecast_passes(tree, passes, 4, corpus_lengths=(2,)).tokens_per_drafted_pass == pytest.approx(7 / 3)
+
+
 def test_the_chain_alone_is_a_one_row_pass_plus_its_tokens():
     guess = forecast_passes(EMPTY_TREE, [scored((0, 0, 0), ngram=(4, 2)), scored((0, 0, 0), ngram=(0, 0))], 4)
     assert guess.tokens_per_pass == pytest.approx(2.0) and guess.rows == pytest.approx(1 + 2)
@@ -77,7 +91,9 @@ def test_the_long_run_mixes_drafted_and_draftless_passes():
 
 def test_a_stored_pass_reads_back_and_a_corrupted_sample_is_refused():
     line = encode_pass([0, -1, 2], [[546, 91], [382, 166], [213, 93]], [4, 2])
-    assert decode_pass(line) == ((0, -1, 2), [[0.546, 0.091], [0.382, 0.166], [0.213, 0.093]], 4, 2)
+    assert decode_pass(line) == ((0, -1, 2), [[0.546, 0.091], [0.382, 0.166], [0.213, 0.093]], 4, 2, None)
+    assert encode_pass([0], [[546]], [4, 2, 0, 0, -1]) == "0|546|4,2"  # no corpus: the n-gram chain's alone
+    assert decode_pass(encode_pass([0], [[546]], [4, 2, 3, 1, 7]))[2:] == (4, 2, (3, 1, 7))
 
     class Config:
         acceptance = {"pass_sample": [line, "0,0|garbage"]}

@@ -13,6 +13,7 @@ from conftest import random_prompts, tiny_model
 
 import bita.training.train
 from bita.decode.hf_reference import hf_generate
+from bita.errors import BitaError
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.model.rank_stats import SAMPLE_RANKS, stored_ranks
@@ -75,6 +76,9 @@ def test_training_lowers_the_loss_and_touches_only_the_adapter(tmp_path, prompt_
     assert len(targets) == min(len(passes), TARGET_PASSES) and all(len(t) <= TARGET_DEPTHS for t in targets)
     assert all(len(d.drafts) == (SAMPLE_RANKS if i < 3 else 0) for t in targets for i, d in enumerate(t))
     assert torch.equal(saved.mask_embeddings, adapter.mask_embeddings.detach())
+    # the corpus chain over the training answers (all 42s): calibrated right far at a long match
+    rates = saved.config.acceptance["corpus"]["rates"]
+    assert all(p.corpus is not None for p in passes) and max(row[3] for row in rates) > 0.9
 
 
 def test_interrupted_training_resumes_to_the_same_adapter(tmp_path, monkeypatch):
@@ -147,6 +151,21 @@ def test_a_run_out_of_time_saves_a_usable_adapter_and_resumes(tmp_path):
     assert finished.config.training["steps_done"] == 12
     log = [json.loads(line) for line in (tmp_path / "adapter.run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 13)), "the second run went on from the first's checkpoint"
+
+
+def test_a_run_starts_from_a_trained_adapter_with_soft_targets_and_depth_weights(tmp_path):
+    model = tiny_model("llama")
+    write_self_generated(model, tmp_path / "data.jsonl", learnable=True)
+    first = train(model, "tiny", config_for(tmp_path, steps=40))
+    again = config_for(tmp_path, steps=2, lr=1e-9, output=str(tmp_path / "again"), init_from=str(tmp_path / "adapter"),
+                       soft_weight=0.5, depth_weights="1,0.5,0.25")
+    continued = train(model, "tiny", again)  # a negligible step size: it starts where the first ended
+    assert torch.allclose(continued.mask_embeddings, first.mask_embeddings, atol=1e-6)
+    assert min(continued.config.training["heldout_top1_per_depth"]) > 0.9
+    assert continued.config.training["soft_weight"] == 0.5
+    with pytest.raises(BitaError, match="cannot start from"):
+        train(model, "tiny", config_for(tmp_path, steps=2, prompt_tokens=5, output=str(tmp_path / "other"),
+                                        init_from=str(tmp_path / "adapter")))
 
 
 def test_target_rows_of_an_answer_without_a_complete_anchor():
