@@ -53,7 +53,7 @@ def measure(loaded, adapter, prompts, config: str, max_new_tokens: int, sampling
         ids, answer = encode_chat(loaded.tokenizer, list(prompt.messages)), []
         for record in bita_steps(loaded.model, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
                                  ngram_tokens=plan.ngram_tokens, ngram_groups=groups,
-                                 sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_tokens):
+                                 sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths):
             tokens[prompt.category] += len(record.emitted)
             sources.update(s for s in record.emitted_sources() if s is not None)
             passes[prompt.category] += 1
