@@ -12,7 +12,7 @@ from ..model.device import device_of, output_logits, timed
 from ..model.static_kv import StaticKV
 from .records import StepRecord
 from .sampling import GREEDY, Sampling, next_token
-from .step import forward_rows, new_cache
+from .step import forward_rows, new_cache, release_cache
 from .stopping import StopCondition
 
 
@@ -36,16 +36,19 @@ def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition,
              sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
     """AR generation with a KV cache, one StepRecord (kind "ar") per forward pass; greedy, or
     sampled (bita/sampling.py) with one generator for this run seeded from ``sampling.seed``."""
-    cache = new_cache(model)
+    cache = new_cache(model, rows=len(prompt_ids) + stop.max_new_tokens)  # untimed: graphs recorded here
     device = device_of(model)
     generator = sampling.generator()
     feed, position, index, finish = list(prompt_ids), 0, 0, None
-    while finish is None:
-        token, seconds = timed(device, lambda: _ar_pass(model, cache, feed, sampling, generator))
-        record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
-                            rows=len(feed), bonus=token, seconds=seconds, sampled=not sampling.greedy)
-        record.emitted, record.finish = stop.take([token])
-        finish = record.finish
-        yield record
-        position += len(feed)
-        feed, index = [token], index + 1
+    try:
+        while finish is None:
+            token, seconds = timed(device, lambda: _ar_pass(model, cache, feed, sampling, generator))
+            record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
+                                rows=len(feed), bonus=token, seconds=seconds, sampled=not sampling.greedy)
+            record.emitted, record.finish = stop.take([token])
+            finish = record.finish
+            yield record
+            position += len(feed)
+            feed, index = [token], index + 1
+    finally:
+        release_cache(model, cache)

@@ -60,20 +60,28 @@ class DecodeState:
         self.drafts = drafts
 
 
-def new_cache(model: nn.Module, adapter: BitaAdapter | None = None) -> DynamicCache | StaticKV:
-    """An empty cache for ``model``'s forward (a StaticKV where the lean forward runs it), with
-    ``adapter``'s prompt key/values in its first P slots."""
+def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 0) -> DynamicCache | StaticKV:
+    """An empty cache for ``model``'s forward (a StaticKV from the lean forward's pool where it runs the
+    model, with room for ``rows`` slots past the prompt slots and its graphs recorded: padded.py), with
+    ``adapter``'s prompt key/values in its first P slots. Give it back with ``release_cache``."""
     dtype, lean = model.get_input_embeddings().weight.dtype, lean_of(model)
     if lean is None:
         return adapter.prompt_cache(model, 1, dtype) if adapter else DynamicCache(config=model.config)
-    cache = lean.new_cache()
     prompts = adapter.prompt_key_values(model, dtype) if adapter else []
+    cache = lean.new_cache(rows + (adapter.n_prompt if adapter else 0))
     if prompts:
         cache.reserve(adapter.n_prompt)
         for layer, (keys, values) in enumerate(prompts):
             cache.append(layer, keys, values)
         cache.advance(adapter.n_prompt)
     return cache
+
+
+def release_cache(model: nn.Module, cache: DynamicCache | StaticKV) -> None:
+    """A request is done with ``cache``: a pooled one goes back for the next request to reuse."""
+    lean = lean_of(model)
+    if lean is not None and isinstance(cache, StaticKV):
+        lean.release(cache)
 
 
 def forward_rows(model: nn.Module, cache: DynamicCache | StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
@@ -165,14 +173,17 @@ def _timed_record(model, record_fn):
 @torch.inference_mode()
 def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
             record_attention: bool = False, sampling: Sampling = GREEDY,
-            generator: torch.Generator | None = None) -> tuple[DecodeState, StepRecord]:
+            generator: torch.Generator | None = None,
+            cache: DynamicCache | StaticKV | None = None) -> tuple[DecodeState, StepRecord]:
     """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or
     drawn with ``generator`` when ``sampling`` samples) and the drafts ``tree`` needs
-    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
+    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree). ``cache``: a
+    ``new_cache(model, adapter, ...)`` made before the timed pass (default: one made here)."""
+    cache = cache if cache is not None else new_cache(model, adapter)
+
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
-        cache = new_cache(model, adapter)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
         bonus = next_token(logits[0], sampling, generator)
@@ -256,18 +267,24 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
     exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
     """
     generator = sampling.generator()
-    state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator)
-    record.emitted, record.finish = stop.take([record.bonus])
-    history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
-    any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
-    yield record
-    index = 1
-    while record.finish is None:
-        ngram = history.propose(ngram_tokens) if ngram_tokens else ()
-        chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
-        state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
-                                  sampling, generator, chain)
-        record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
-        history.extend(record.accepted + [record.bonus])
-        index += 1
+    # made before the first timed pass, with room for the whole request: a pooled buffer records its graphs here
+    cache = new_cache(model, adapter, len(prompt_ids) + stop.max_new_tokens)
+    try:
+        state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator, cache)
+        record.emitted, record.finish = stop.take([record.bonus])
+        history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
+        any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
         yield record
+        index = 1
+        while record.finish is None:
+            ngram = history.propose(ngram_tokens) if ngram_tokens else ()
+            chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
+            state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
+                                      sampling, generator, chain)
+            record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+            history.extend(record.accepted + [record.bonus])
+            index += 1
+            yield record
+    finally:
+        release_cache(model, cache)
+

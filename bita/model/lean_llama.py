@@ -4,7 +4,8 @@ transformers' modeling code costs about a fifth of a pass on a 2-vCPU CPU (docs/
 -> 36.8 ms for one row on an AMD EPYC with AVX-512, logits bit-identical). This forward does what
 it does for these architectures, gpt-fast style: QKV and gate/up fused once, RMSNorm and rotary
 written out in transformers' order of operations, keys and values written in place into a
-``StaticKV`` (no concatenation, no crop), SDPA with ``enable_gqa`` under a boolean mask, and each
+``StaticKV`` (no concatenation, no crop; its buffers pooled across requests), SDPA with
+``enable_gqa`` under a boolean mask (on CUDA the query groups folded into rows instead), and each
 linear on the path the machine's kernel plan chose for the pass's rows (kernel_plan.py).
 
 ``attach_lean`` puts it on a model that supports it (``lean_unsupported`` says why not); the
@@ -24,7 +25,7 @@ from torch import nn
 
 from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, run_path
 from .padded import PaddedLean, compare_with_transformers
-from .static_kv import StaticKV
+from .static_kv import CachePool, StaticKV
 
 # On a GPU, the largest relative L2 difference of a row's hidden state from transformers' that
 # attach_lean accepts (with the same argmax on every row) before it replays CUDA graphs: in fp32, in bf16/fp16
@@ -89,9 +90,18 @@ class LeanLlama:
                                 FusedLinear([mlp.gate_proj, mlp.up_proj]), FusedLinear([mlp.down_proj])))
         self.norm = model.model.norm.weight
         self.dtype, self.device = self.norm.dtype, self.norm.device
+        self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
+                                                 self.device))
 
-    def new_cache(self) -> StaticKV:
-        return StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype, self.device)
+    def new_cache(self, rows: int = 0) -> StaticKV:
+        """An empty cache with room for ``rows`` slots, from this forward's pool (``release`` it after)."""
+        cache = self.caches.take()
+        cache.reserve(rows)
+        return cache
+
+    def release(self, cache: StaticKV) -> None:
+        """A request is done with ``cache``: the next one may reuse it."""
+        self.caches.give_back(cache)
 
     def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """transformers' LlamaRMSNorm, same operations in the same order."""
@@ -121,22 +131,36 @@ class LeanLlama:
         return hidden
 
     def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, bucket: int,
-                   write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-                   ) -> torch.Tensor:
+                   write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                   fold_groups: bool = False) -> torch.Tensor:
         """The decoder stack over rows x [R, H] at ``positions`` [R]; ``write(layer, keys, values)``
         stores a layer's new keys/values [1, kv_heads, R, head_dim] and returns the keys/values
-        [1, kv_heads, K, head_dim] to attend under ``allowed`` [R, K] bool. Returns [R, H]."""
+        [1, kv_heads, K, head_dim] to attend under ``allowed`` [R, K] bool. Returns [R, H].
+
+        ``fold_groups``: the G query heads that share a key/value head become G x R rows of one
+        attention call per key/value head, under the mask repeated G times (built once per pass), so
+        SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the CUDA path); else
+        ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
         rows = x.shape[0]
         cos, sin = self.rotary(positions.to(self.device))
-        mask = allowed.to(self.device)[None, None]
+        groups = self.heads // self.kv_heads
+        mask = allowed.to(self.device)
+        mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
             q, k, v = qkv(self.rms(x, norm_in), bucket).split([q_size, kv_size, kv_size], -1)
-            q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin).transpose(0, 1)[None]
+            q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin)  # [R, heads, d]
             k = self.rotate(k.view(rows, self.kv_heads, self.head_dim), cos, sin).transpose(0, 1)[None]
             keys, values = write(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
-            attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-            x = x + out(attended[0].transpose(0, 1).reshape(rows, q_size), bucket)
+            if fold_groups:  # [R, kv_heads x G, d] -> [1, kv_heads, G x R, d]: head h = kv head h // G
+                q = q.view(rows, self.kv_heads, groups, self.head_dim).permute(1, 2, 0, 3).reshape(
+                    1, self.kv_heads, groups * rows, self.head_dim)
+                attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+                attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
+            else:
+                attended = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
+                                                          enable_gqa=True)[0].transpose(0, 1)
+            x = x + out(attended.reshape(rows, q_size), bucket)
             gate, up = gate_up(self.rms(x, norm_post), bucket).chunk(2, -1)
             x = x + down(F.silu(gate) * up, bucket)
         return self.rms(x, self.norm)

@@ -5,10 +5,18 @@ must have the same shapes and addresses every time. Here a pass of R rows runs a
 B = ``ROW_BUCKETS``' next size up: its embeddings, positions, mask and cache slots are copied into
 buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
 cache is written at a slot tensor (``StaticKV.write_at``) and attention reads the cache's whole
-buffer [capacity] under the mask, so nothing depends on the cache's length. On a CUDA device each
-shape is recorded on first use and replayed after; elsewhere the same buffers run eagerly, which is
-how this path is tested on a CPU (tests/model/test_padded.py). Passes over the largest bucket
-(a long prompt's prefill) run unpadded and eagerly.
+buffer [capacity] under the mask, so nothing depends on the cache's length. Attention folds the
+query groups into rows (lean_llama.py ``fold_groups``), so SDPA can take a fused backend.
+
+Graph lifetime: the cache buffers come from the lean forward's pool, so a buffer, and the graphs
+recorded on it, serve request after request; ``new_cache`` reserves the request's room and records
+every bucket's graph on a buffer that lacks them *before* the request's first timed pass, so no
+recording lands in a pass's seconds, and a buffer records each bucket once (again only if a
+request outgrows it, at least doubling it). Concurrent requests (the app's race) take one buffer
+each. ``capture`` is the recording seam: CUDA graphs on a CUDA device; the tests pass one that
+counts. Without graphs (a CPU) the same buffers run eagerly, which is how this path is tested on a
+CPU (tests/model/test_padded.py). Passes over the largest bucket (a long prompt's prefill) run
+unpadded and eagerly.
 
 ``attach_lean`` (lean_llama.py) puts this on a model on a CUDA device after ``compare_with_transformers``
 compared a pass of every bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it
@@ -17,6 +25,7 @@ attends only the valid slots) and runs instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +36,29 @@ from .kernel_plan import ROW_BUCKETS, bucket_of
 from .static_kv import StaticKV
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded pass: ``replay()`` runs it again on the same buffers, writing ``output``."""
+
+    replay: Callable[[], None]
+    output: torch.Tensor
+
+
+def cuda_graph(run: Callable[[], torch.Tensor]) -> Recorded:
+    """Record ``run`` (a pass on fixed buffers, returning its output) as a CUDA graph, after two warm-up
+    runs on a side stream, as torch.cuda.graphs' documentation prescribes."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = run()
+    return Recorded(graph.replay, output)
+
+
 @dataclass
 class PassBuffers:
     """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K."""
@@ -35,18 +67,31 @@ class PassBuffers:
     positions: torch.Tensor  # [B] long
     allowed: torch.Tensor  # [B, K] bool
     slots: torch.Tensor  # [B] long, the cache slots the rows write
-    hidden: torch.Tensor | None = None  # [B, H], the output (the graph's, once recorded)
-    graph: torch.cuda.CUDAGraph | None = None
+    hidden: torch.Tensor | None = None  # [B, H], the output (the recorded pass's, once recorded)
+    recorded: Recorded | None = None
 
 
 class PaddedLean:
-    """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record CUDA graphs."""
+    """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record each bucket's pass
+    with ``capture`` (CUDA graphs by default) and replay it."""
 
-    def __init__(self, lean, graphs: bool):
-        self.lean, self.graphs = lean, graphs
+    def __init__(self, lean, graphs: bool, capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
+        self.lean, self.graphs, self.capture = lean, graphs, capture
 
-    def new_cache(self) -> StaticKV:
-        return self.lean.new_cache()
+    def new_cache(self, rows: int = 0) -> StaticKV:
+        """A pooled cache with room for ``rows`` slots and, with graphs, every bucket recorded on it."""
+        cache = self.lean.new_cache(rows + ROW_BUCKETS[-1])  # and a padded pass past the last row
+        if self.graphs:
+            for bucket_index, bucket in enumerate(ROW_BUCKETS):
+                if bucket not in cache.recorded:
+                    buffers = cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
+                    self._fill(buffers, cache.length, buffers.embeds[:0], buffers.positions[:0],
+                               buffers.allowed[:0, :0])
+                    self._record(buffers, cache, bucket_index)
+        return cache
+
+    def release(self, cache: StaticKV) -> None:
+        self.lean.release(cache)
 
     @torch.inference_mode()
     def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
@@ -60,11 +105,11 @@ class PaddedLean:
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
         buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
         self._fill(buffers, cache.length, embeds, positions, allowed)
-        if buffers.graph is not None:
-            buffers.graph.replay()
-        elif self.graphs:
+        if buffers.recorded is not None:
+            buffers.recorded.replay()
+        elif self.graphs:  # a request outgrew its buffer: recorded here, inside the pass (new_cache avoids it)
             self._record(buffers, cache, bucket_index)
-            buffers.graph.replay()
+            buffers.recorded.replay()
         else:
             buffers.hidden = self._run(buffers, cache, bucket_index)
         cache.advance(rows)
@@ -97,20 +142,13 @@ class PaddedLean:
         """The padded pass on the buffers: [B, H]."""
         def write(layer, keys, values):
             return cache.write_at(layer, buffers.slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, buffers.positions, buffers.allowed, bucket_index, write)
+        return self.lean.run_layers(buffers.embeds, buffers.positions, buffers.allowed, bucket_index, write,
+                                    fold_groups=True)
 
     def _record(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> None:
-        """Record the padded pass as a CUDA graph (after two warm-up runs on a side stream, as
-        torch.cuda.graphs' documentation prescribes); ``buffers.hidden`` becomes its output."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._run(buffers, cache, bucket_index)
-        torch.cuda.current_stream().wait_stream(stream)
-        buffers.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(buffers.graph):
-            buffers.hidden = self._run(buffers, cache, bucket_index)
+        """Record the padded pass with ``capture``; ``buffers.hidden`` becomes its output."""
+        buffers.recorded = self.capture(lambda: self._run(buffers, cache, bucket_index))
+        buffers.hidden = buffers.recorded.output
 
 
 @dataclass(frozen=True)
@@ -150,4 +188,5 @@ def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreemen
         head = model.get_output_embeddings()
         differs += int((head(ours).argmax(-1) != head(theirs).argmax(-1)).sum())
         compared, start = compared + rows, start + rows
+    forward.release(cache)  # grown past its first size, with its graphs: the first request's buffer
     return Agreement(worst, differs, compared)

@@ -10,13 +10,18 @@ decode loop keeps one code path for both caches.
 Two ways to write a pass: ``append`` at Python-int slots, returning the valid keys only (the eager
 CPU path: attention reads ``length + R`` slots); ``write_at`` at a slot tensor, returning the whole
 buffers (fixed shapes whatever ``length`` is: what a CUDA graph replays, padded.py).
+
+A ``CachePool`` hands the same buffers to request after request, so what was recorded on a buffer
+(padded.py's CUDA graphs) outlives the request; a buffer grows rarely (at least doubling).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-GROWTH = 256  # slots added beyond what a pass needs when the buffer must grow
+GROWTH = 256  # the first buffer's slots, and at least this many beyond what a pass needs when it grows
 
 
 class StaticKV:
@@ -42,10 +47,12 @@ class StaticKV:
         self.length += tokens_to_remove
 
     def reserve(self, rows: int) -> bool:
-        """Room for ``rows`` more slots after ``length``; whether the buffer had to grow (a new tensor)."""
+        """Room for ``rows`` more slots after ``length``; whether the buffer had to grow (a new tensor, at
+        least twice as large: what was recorded on the old one is void)."""
         if self.length + rows <= self.capacity:
             return False
-        grown = self.kv.new_zeros((*self.kv.shape[:3], self.length + rows + GROWTH, self.kv.shape[4]))
+        slots = max(self.length + rows + GROWTH, 2 * self.capacity)
+        grown = self.kv.new_zeros((*self.kv.shape[:3], slots, self.kv.shape[4]))
         grown[:, :, :, :self.length] = self.kv[:, :, :, :self.length]
         self.kv, self.recorded = grown, {}
         return True
@@ -78,3 +85,24 @@ class StaticKV:
             source = torch.tensor(rows, device=self.kv.device) + start
             self.kv[:, :, :, start:start + kept] = self.kv[:, :, :, source]
         self.length = start + kept
+
+
+class CachePool:
+    """StaticKV buffers reused across requests: ``take`` a free one (emptied) or a new one from ``make``,
+    ``give_back`` when the request is done. A buffer never given back is simply dropped."""
+
+    def __init__(self, make: Callable[[], StaticKV]):
+        self.make, self.free = make, []
+        self.made = 0  # buffers made so far
+
+    def take(self) -> StaticKV:
+        if self.free:
+            cache = self.free.pop()
+            cache.length = 0
+            return cache
+        self.made += 1
+        return self.make()
+
+    def give_back(self, cache: StaticKV) -> None:
+        if all(cache is not free for free in self.free):
+            self.free.append(cache)

@@ -1,17 +1,26 @@
 """Fixed-shape passes (bita/model/padded.py) on a CPU, where they run eagerly: the path a CUDA graph
 replays (padding to row buckets, preallocated buffers, slot-tensor cache writes, attention over the
-whole buffer) gives the lean forward's hidden states and lossless decoding. Recording and replaying
-the graphs themselves needs a CUDA device and is not tested here."""
+whole buffer with the query groups folded into rows) gives the lean forward's hidden states and
+lossless decoding; a stand-in recorder counts when graphs would be recorded. Recording and
+replaying CUDA graphs themselves needs a CUDA device and is not tested here."""
+
+import time
 
 import pytest
 import torch
 from conftest import assert_lossless, random_prompts, tiny_model
 
-from bita.decode.step import forward_rows, new_cache
+from bita.decode.autoregressive import ar_steps
+from bita.decode.hf_reference import hf_generate
+from bita.decode.step import bita_steps, forward_rows, new_cache
+from bita.decode.stopping import StopCondition
+from bita.drafts.tree import parse_tree_spec
+from bita.model.adapter import BitaAdapter
 from bita.model.kernel_plan import ROW_BUCKETS
 from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of
-from bita.model.padded import PaddedLean, compare_with_transformers
+from bita.model.padded import PaddedLean, Recorded, compare_with_transformers
 from bita.model.static_kv import StaticKV
+from bita.serve.race import race
 
 
 def padded_model(arch: str):
@@ -88,3 +97,80 @@ def test_forward_rows_runs_the_padded_forward_on_its_cache():
     embeds = model.get_input_embeddings()(torch.tensor([5, 6, 7]))
     hidden = forward_rows(model, cache, embeds, torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril())
     assert hidden.shape == (3, model.config.hidden_size) and cache.recorded and cache.length == 3
+
+
+RECORD_SECONDS = 0.25  # the stand-in's recording time: far longer than a tiny model's pass
+
+
+class CountingRecorder:
+    """A stand-in for CUDA graphs on a CPU: 'records' a pass by running it, slowly (so a recording
+    inside a timed pass would show in its seconds), and replays it by running it again."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, run):
+        self.count += 1
+        time.sleep(RECORD_SECONDS)
+        output = run()
+        return Recorded(lambda: output.copy_(run()), output)
+
+
+def emitted(records):
+    return [token for record in records for token in record.emitted]
+
+
+def test_graphs_are_recorded_once_per_bucket_per_buffer_and_never_inside_a_timed_pass():
+    """Requests one after another (the bench, chat answers) reuse one buffer and its graphs; the race's
+    two live requests take two; a request that outgrows its buffer records its graphs again, before
+    its first pass. Every output is HF generate's."""
+    model = tiny_model("llama")
+    recorder = CountingRecorder()
+    model.bita_lean = padded = PaddedLean(LeanLlama(model), graphs=True, capture=recorder)
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
+    tree, records = parse_tree_spec("efficient:3,2,2"), []
+
+    def both(prompt):
+        return (ar_steps(model, prompt, StopCondition(20)),
+                bita_steps(model, adapter, prompt, tree, StopCondition(20), ngram_tokens=3))
+
+    for prompt in random_prompts(3, seed=7):
+        ar, bita = (list(steps) for steps in both(prompt))
+        assert emitted(ar) == emitted(bita) == hf_generate(model, prompt, 20, [])
+        records += ar + bita
+    assert recorder.count == len(ROW_BUCKETS) and padded.lean.caches.made == 1
+    prompt = random_prompts(1, seed=8)[0]
+    for lanes in race(*zip(("ar", "bita"), both(prompt))):
+        pass
+    assert all(lane.tokens == hf_generate(model, prompt, 20, []) for lane in lanes)
+    records += [record for lane in lanes for record in lane.records]
+    assert recorder.count == 2 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
+    long_prompt = random_prompts(1, seed=9, low=200, high=201)[0]  # past a 256-slot buffer with its room
+    records += list(bita_steps(model, adapter, long_prompt, tree, StopCondition(20), ngram_tokens=3))
+    assert recorder.count == 3 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
+    assert max(record.seconds for record in records) < RECORD_SECONDS
+
+
+def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
+    """One SDPA call per layer on [1, kv_heads, groups x rows, head_dim] queries under one mask, no
+    enable_gqa (which no fused backend takes with a mask); the CPU's lean forward keeps enable_gqa."""
+    model = tiny_model("llama")  # 4 query heads over 2 key/value heads
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        calls.append((tuple(q.shape), tuple(kwargs["attn_mask"].shape), kwargs.get("enable_gqa", False)))
+        return sdpa(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    embeds = model.get_input_embeddings()(torch.tensor([5, 6, 7]))
+    allowed = torch.ones(3, 3, dtype=torch.bool).tril()
+    padded = PaddedLean(LeanLlama(model), graphs=False)
+    cache = padded.new_cache()
+    padded.forward(cache, embeds, torch.arange(3), allowed)  # padded to the 4-row bucket
+    layers, head_dim = model.config.num_hidden_layers, padded.lean.head_dim
+    assert calls == [((1, 2, 2 * 4, head_dim), (1, 1, 2 * 4, cache.capacity), False)] * layers
+    calls.clear()
+    lean = LeanLlama(model)
+    lean.forward(lean.new_cache(), embeds, torch.arange(3), allowed)
+    assert calls == [((1, 4, 3, head_dim), (1, 1, 3, 3), True)] * layers
