@@ -207,9 +207,9 @@ class BenchReport:
         same = ", ".join(f"{LABELS[m]} {n}/{summary['total']}" for m, n in summary["same_as_bita"].items())
         parted = [r.divergence for r in self.prompts if r.divergence]
         note = f"Prompts whose tokens equal BiTA's: {same}."
-        if self.setup.get("dtype", "torch.float32") != "torch.float32":
-            note += (f" In {self.setup['dtype']} identity is not guaranteed (tree and AR passes round differently; "
-                     "fp32 is the lossless mode).")
+        if not self.setup.get("exact", self.setup.get("dtype", "torch.float32") == "torch.float32"):
+            note += (f" Identity is not guaranteed here ({self.setup['dtype']} or k-bit weights: tree and AR passes "
+                     "round differently; fp32 is the lossless mode).")
         if parted:
             ties = sum(d["near_tie"] for d in parted)
             note += (f" {len(parted)} differ from {summary['reference']}; at the first difference its top-2 logit gap "

@@ -136,14 +136,20 @@ def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
 
 # A second LM-head call reads the head's weights again; on a 2-core CPU that costs about as
 # much as 16 more rows in the first call (measured), so groups adding more rows get their own call.
+# On a GPU a call is launch-bound and rows nearly free: one call always.
 MAX_SHARED_HEAD_ROWS = 16
+
+
+def one_head_call(device: torch.device, group_rows: int) -> bool:
+    """Whether a pass's verified rows and its ``group_rows`` mask-group rows share one LM-head call."""
+    return device.type == "cuda" or group_rows <= MAX_SHARED_HEAD_ROWS
 
 
 def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, verified: int):
     """Logits of the first ``verified`` rows [verified, V], and a function giving a group's
     logits [depth, V] by its index in ``layout.group_rows``; one head call when cheaper."""
     groups = layout.group_rows
-    if (groups.shape[0] - 1) * groups.shape[1] > MAX_SHARED_HEAD_ROWS:
+    if not one_head_call(hidden.device, (groups.shape[0] - 1) * groups.shape[1]):
         return (output_logits(model, hidden[:verified]),
                 lambda group: output_logits(model, hidden[groups[group]]))
     rows = torch.cat([torch.arange(verified), groups.flatten()])

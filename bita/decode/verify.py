@@ -81,14 +81,16 @@ def verify_sampling(tree: DraftTree, candidate_tokens: Sequence[int], logits: to
     """Recursive rejection sampling over ``tree`` (see the module docstring).
 
     candidate_tokens: [size] token of each node. logits: [1 + size, V] the root row, then each
-    node's row; only the rows the walk reaches are turned into probabilities (``target_probs``).
+    node's row; only the rows the walk reaches are turned into probabilities (``target_probs``), on
+    the logits' device: a tried child costs one number brought back, and only the row the bonus is
+    drawn from travels to the generator's device, once a pass.
     residual: the update after a rejection (a test passes a wrong one to see the check fail).
     """
     remaining = None  # probs [V] the bonus is drawn from once the walk stops
 
     def pick(current: int, children: tuple[int, ...]) -> int | None:
         nonlocal remaining
-        probs = target_probs(logits[1 + current][None], sampling)[0].to(generator.device)
+        probs = target_probs(logits[1 + current][None], sampling)[0]
         for child in children:
             token = candidate_tokens[child]
             if float(torch.rand((), generator=generator)) < float(probs[token]):

@@ -46,6 +46,14 @@ class LoadedModel:
         return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048))
 
     @property
+    def exact(self) -> bool:
+        """Whether greedy BiTA equals greedy AR token for token on this model: fp32 weights, not k-bit.
+        In bf16/fp16 a tree pass and an AR pass round differently (different matrix shapes); 8-bit
+        bitsandbytes picks outlier columns over all of a pass's rows and 4-bit changes kernels with the
+        row count, so a near tie may flip: there identity is measured (bench/divergence.py), not claimed."""
+        return self.model.dtype == torch.float32 and getattr(self.model, "hf_quantizer", None) is None
+
+    @property
     def turn_stops(self) -> tuple[str, ...]:
         """Where an answer ends besides EOS: a base model's next transcript turn (encode_chat)."""
         return () if self.tokenizer.chat_template else TRANSCRIPT_STOPS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -27,7 +28,10 @@ from ..drafts.tree import DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
+from ..model.kernel_plan import ROW_BUCKETS, bucket_of
+from ..model.lean_llama import lean_of
 from ..model.loading import LoadedModel, cache_root
+from ..model.padded import PaddedLean
 from ..model.rank_stats import stored_ranks
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
@@ -54,9 +58,13 @@ class CostTable:
     ar: float
     points: list[tuple[int, float]]  # (rows, seconds), sorted by rows
     spread: list[tuple[int, float, float]] = field(default_factory=list)
+    padded: bool = False  # passes run padded to ROW_BUCKETS (CUDA graphs): points are buckets' rows
 
-    def seconds(self, rows: int) -> float:
-        """Piecewise-linear in rows; extended past the last point along the last segment."""
+    def seconds(self, rows: float) -> float:
+        """Piecewise-linear in rows (padded: at the rows of the bucket that runs them, where the cost
+        steps); extended past the last point along the last segment."""
+        if self.padded and rows <= ROW_BUCKETS[-1]:
+            rows = ROW_BUCKETS[bucket_of(math.ceil(rows))]
         xs, ys = zip(*self.points)
         if rows <= xs[-1] or len(xs) == 1:
             return float(np.interp(rows, xs, ys))
@@ -91,9 +99,12 @@ def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = No
               file=sys.stderr)
     _probed.add(key)
     rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
+    padded = isinstance(lean_of(loaded.model), PaddedLean)
+    if padded:  # a pass costs its bucket's replay: each measured pass is its bucket's point
+        rows = [{**r, "rows": ROW_BUCKETS[bucket_of(r["rows"])]} for r in rows if r["rows"] <= ROW_BUCKETS[-1]]
     points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
     spread = sorted({r["rows"]: (r["rows"], *r["spread"]) for r in rows}.values())
-    table = CostTable(key, rows[0]["seconds"], points, spread)
+    table = CostTable(key, rows[0]["seconds"], points, spread, padded)
     cached = json.loads(path.read_text()) if path.is_file() else {}
     cached[key] = asdict(table)
     path.parent.mkdir(parents=True, exist_ok=True)

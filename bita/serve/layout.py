@@ -105,7 +105,7 @@ def layout(engine: Engine, tree: str, drafts: str, max_new_tokens: int) -> Page:
     conversation = gr.State(Conversation())
     inspected = gr.State(-1)
     playing = gr.State(False)
-    gr.Markdown(introduction(engine.loaded.name, engine.device))
+    gr.Markdown(introduction(engine.loaded.name, engine.device, engine.loaded.exact))
     settings = settings_accordion(engine, tree, drafts, max_new_tokens)
     with gr.Tab("Chat"):
         chat = chat_tab()

@@ -31,3 +31,19 @@ def test_a_divergence_reports_the_references_top2_gap_there(dtype):
     assert parted.position == 5 and parted.gap == pytest.approx(float(top[0] - top[1]), rel=1e-2, abs=1e-2)
     assert parted.rounding == pytest.approx(4 * float(top[0].abs()) * torch.finfo(dtype).eps, rel=1e-2)
     assert Divergence(0, 0.01, 0.02).near_tie and not Divergence(0, 0.5, 0.02).near_tie
+
+
+def test_identity_is_claimed_only_in_fp32_without_k_bit_weights():
+    from bita.model.loading import LoadedModel
+    from bita.serve.reports import introduction
+
+    model = tiny_model("llama")
+    loaded = LoadedModel(model, None, "tiny", torch.device("cpu"))
+    assert loaded.exact
+    model.hf_quantizer = object()  # what transformers sets on a bitsandbytes-quantised model
+    assert not loaded.exact
+    del model.hf_quantizer
+    assert not LoadedModel(tiny_model("llama").to(torch.bfloat16), None, "tiny", torch.device("cpu")).exact
+    assert "token-for-token" in introduction("m", "cpu", exact=True)
+    half = introduction("m", "cuda", exact=False)
+    assert "token-for-token" not in half and "near tie" in half and "fp32 is the lossless mode" in half

@@ -109,3 +109,25 @@ def test_groups_as_deep_as_the_tree_draft_what_full_groups_draft(tiny):
     for group in range(len(tree.group_anchors)):
         torch.testing.assert_close(output_logits(tiny, hidden[layout.group_rows[group]]),
                                    full[full_layout.group_rows[group][: tree.depth]], atol=1e-5, rtol=1e-5)
+
+
+def test_one_head_call_on_a_gpu_and_on_a_cpu_up_to_16_group_rows_gives_the_same_logits(monkeypatch):
+    from bita.decode import step
+    from conftest import tiny_model
+
+    assert step.one_head_call(torch.device("cuda"), 1000)
+    assert step.one_head_call(torch.device("cpu"), 16) and not step.one_head_call(torch.device("cpu"), 17)
+    model = tiny_model("llama")
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=N_MASKS, seed=2)
+    tree = parse_tree_spec("efficient:5,5,5")  # far more than 16 group rows: two head calls on a CPU
+    prompt = random_prompts(1, seed=4)[0]
+    cache, _, _ = cached_prefix(model, adapter, prompt)
+    layout = decode_layout(tree, tree.depth, 1)
+    ids = torch.randint(3, VOCAB, (1 + tree.size,), generator=torch.Generator().manual_seed(0))
+    hidden = forward_layout(model, adapter, cache, layout, ids, len(prompt), len(prompt))
+    split = step.pass_logits(model, hidden, layout, 1 + tree.size)
+    monkeypatch.setattr(step, "one_head_call", lambda device, rows: True)  # what a GPU does
+    shared = step.pass_logits(model, hidden, layout, 1 + tree.size)
+    torch.testing.assert_close(shared[0], split[0])
+    for group in range(layout.group_rows.shape[0]):
+        torch.testing.assert_close(shared[1](group), split[1](group))

@@ -84,6 +84,15 @@ def test_cost_table_is_measured_once_then_read_from_disk_unless_a_probe_disagree
     assert "AR pass 10.0 ms cached, 20.0 ms now" in probe_disagrees(steady, probe(0.020, 0.040))
 
 
+def test_a_padded_table_prices_a_pass_at_its_row_bucket():
+    """With CUDA graphs a pass of R rows replays its bucket's graph: the cost steps at the buckets."""
+    points = [(1, 0.010), (8, 0.012), (16, 0.016), (128, 0.040)]
+    padded, linear = CostTable("gpu", 0.010, points, padded=True), CostTable("cpu", 0.010, points)
+    assert padded.seconds(5) == padded.seconds(8) == 0.012 and padded.seconds(9) == 0.016
+    assert linear.seconds(5) < 0.012 and padded.seconds(200) == linear.seconds(200)
+    assert padded.seconds(32) == pytest.approx(linear.seconds(32))  # an unmeasured bucket: interpolated
+
+
 def test_a_drafting_choice_keeps_the_best_tree_where_ar_is_faster():
     ranks = Counter({(MISS, MISS, MISS): 90, (0, MISS, MISS): 10})
     choice = choose_tree(ranks, table(ar=0.02), 3)
