@@ -26,7 +26,7 @@ MAX_NEW_TOKENS_LIMIT = 8192
 class RunResult:
     """One finished generation. ``steps`` is empty for HF generate (it exposes no passes)."""
 
-    method: str  # "bita" | "ar" | "hf" | "pld"
+    method: str  # "bita" | "ar" | "hf" | "hfs" | "pld"
     tokens: list[int]
     text: str
     seconds: float

@@ -34,9 +34,10 @@ from .baselines import run_hf
 from .divergence import divergence
 from .suites import BenchPrompt
 
-METHODS = ("hf", "ar", "pld", "bita")
+METHODS = ("hf", "hfs", "ar", "pld", "bita")
 BASELINES = METHODS[:-1]
-LABELS = {"hf": "HF generate", "ar": "our AR loop", "pld": "HF prompt lookup", "bita": "BiTA"}
+LABELS = {"hf": "HF generate", "hfs": "HF generate, static cache", "ar": "our AR loop", "pld": "HF prompt lookup",
+          "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
 PLD_TOKENS = 4
@@ -64,10 +65,11 @@ class PromptResult:
 
 def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan,
                prompt_ids: list[int], max_new_tokens: int, sampling: Sampling = GREEDY) -> RunResult:
-    if method in ("hf", "pld"):
+    if method in ("hf", "hfs", "pld"):
         lookup = PLD_TOKENS if method == "pld" else None
         with stock_kernels(loaded.model):
-            return run_hf(loaded, prompt_ids, max_new_tokens, prompt_lookup_tokens=lookup, sampling=sampling)
+            return run_hf(loaded, prompt_ids, max_new_tokens, prompt_lookup_tokens=lookup, sampling=sampling,
+                          static_cache=method == "hfs")
     if method == "ar":
         return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens, sampling=sampling))
     return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))
@@ -103,7 +105,7 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
 def reference_of(methods: tuple[str, ...]) -> str:
     """Whose tokens BiTA must equal: our AR loop (same model, same kernels: the lossless
     property) when it ran, else HF generate, else prompt lookup."""
-    return next(m for m in ("ar", "hf", "pld") if m in methods)
+    return next(m for m in ("ar", "hf", "hfs", "pld") if m in methods)
 
 
 def headline_of(methods: tuple[str, ...]) -> str:

@@ -26,8 +26,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_draft_arguments(bench)
     add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
-                       "ar (our AR loop, loaded kernels), pld (HF prompt lookup, stock kernels), bita; "
-                       "bita and a baseline")
+                       "hfs (HF generate with a static cache, which it compiles on a GPU), ar (our AR loop, "
+                       "loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
     bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "

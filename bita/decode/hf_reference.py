@@ -30,6 +30,9 @@ def sampling_config(max_new_tokens: int, eos_token_ids: list[int], sampling: Sam
     return config
 
 
+STATIC_CACHE_SLOTS = 2048
+
+
 @lru_cache(maxsize=16)
 def stop_string_criteria(tokenizer, stop_strings: tuple[str, ...]) -> StoppingCriteriaList:
     """HF's own stop-string criterion, made once per tokenizer and strings: making it reads the whole
@@ -41,7 +44,7 @@ def stop_string_criteria(tokenizer, stop_strings: tuple[str, ...]) -> StoppingCr
 @torch.inference_mode()
 def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eos_token_ids: list[int],
                 prompt_lookup_tokens: int | None = None, sampling: Sampling = GREEDY,
-                stop_strings: tuple[str, ...] = (), tokenizer=None) -> list[int]:
+                stop_strings: tuple[str, ...] = (), tokenizer=None, static_cache: bool = False) -> list[int]:
     """The reference: transformers' ``generate`` with its KV cache, greedy or sampled. Returns new tokens.
 
     ``prompt_lookup_tokens``: HF prompt lookup decoding, proposing that many tokens a pass
@@ -51,11 +54,16 @@ def hf_generate(model: nn.Module, prompt_ids: list[int], max_new_tokens: int, eo
     deterministic drafts. ``generate`` takes no generator: a sampled call seeds torch's global
     generators with ``torch.manual_seed(sampling.seed)`` (a side effect on the process's global
     random state); on the CPU it then draws what our AR loop draws with the same seed.
-    ``stop_strings`` (with ``tokenizer``): end where one of them completes.
+    ``stop_strings`` (with ``tokenizer``): end where one of them completes. ``static_cache``: a
+    static KV cache of at least STATIC_CACHE_SLOTS slots (one size for most requests), which
+    ``generate`` compiles with torch.compile on a GPU: what a GPU user would otherwise run.
     """
     input_ids = torch.tensor([prompt_ids], device=device_of(model))
     config = sampling_config(max_new_tokens, eos_token_ids, sampling)
     config.prompt_lookup_num_tokens = prompt_lookup_tokens
+    if static_cache:
+        config.update(cache_implementation="static", max_cache_len=max(STATIC_CACHE_SLOTS,
+                                                                      len(prompt_ids) + max_new_tokens))
     if not sampling.greedy:
         torch.manual_seed(sampling.seed)
     stopping = stop_string_criteria(tokenizer, tuple(stop_strings)) if stop_strings else None

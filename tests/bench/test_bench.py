@@ -94,11 +94,22 @@ def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):
 
     seen = []
     monkeypatch.setattr(bita.bench.report, "run_hf", lambda loaded, *args, **kwargs: seen.append(
-        ("forward" in vars(loaded.model.lm_head), kwargs["prompt_lookup_tokens"])))
-    for method in ("hf", "pld"):
+        ("forward" in vars(loaded.model.lm_head), kwargs["prompt_lookup_tokens"], kwargs["static_cache"])))
+    for method in ("hf", "hfs", "pld"):
         bita.bench.report.run_method(method, default_model, None, TreePlan(None, "plain AR"), [1, 2], 4)
-    assert seen == [(False, None), (False, bita.bench.report.PLD_TOKENS)]
+    assert seen == [(False, None, False), (False, None, True), (False, bita.bench.report.PLD_TOKENS, False)]
     assert "forward" in vars(default_model.model.lm_head), "the fast path is back afterwards"
+
+
+def test_hf_generate_with_a_static_cache_gives_the_same_greedy_tokens():
+    """The static-cache baseline (compiled by generate on a GPU; eager here) decodes what HF generate does."""
+    from conftest import random_prompts, tiny_model
+
+    from bita.decode.hf_reference import hf_generate
+
+    model = tiny_model("llama")
+    for prompt in random_prompts(2, seed=11):
+        assert hf_generate(model, prompt, 12, [], static_cache=True) == hf_generate(model, prompt, 12, [])
 
 
 def test_bench_refuses_a_run_without_baseline(capsys):
