@@ -57,10 +57,18 @@ def lean_unsupported(model: nn.Module) -> str | None:
 
 
 class FusedLinear:
-    """Linears sharing an input, concatenated once: weight [sum out, in] and its copies for the plan."""
+    """Linears sharing an input, concatenated once: weight [sum out, in] and its copies for the plan.
+    The modules' own weights become views of the concatenation, so the model holds each weight once
+    (transformers' path, HF generate, reads the same storage)."""
 
     def __init__(self, modules: list[nn.Linear]):
-        self.weight = torch.cat([m.weight for m in modules]).detach()
+        weights = [m.weight.detach() for m in modules]
+        self.weight = torch.cat(weights) if len(weights) > 1 else weights[0]
+        offset = 0
+        for module in modules:
+            rows = module.weight.shape[0]
+            module.weight.data = self.weight[offset:offset + rows]
+            offset += rows
         biases = [m.bias for m in modules]
         self.bias = torch.cat(biases).detach() if all(b is not None for b in biases) else None
         self.paths = vars(modules[0]).get("bita_paths", (STOCK,) * len(ROW_BUCKETS))

@@ -10,7 +10,7 @@ from bita.decode.masks import additive_mask
 from bita.decode.step import forward_rows, new_cache
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
 from bita.model.kernels import apply_kernels
-from bita.model.lean_llama import LEAN_TYPES, attach_lean, lean_of, lean_unsupported
+from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of, lean_unsupported
 from bita.model.static_kv import StaticKV
 
 MIXED = KernelPlan(tuple([STOCK, TRANSPOSED, PACKED] * 3)[:len(ROW_BUCKETS)],
@@ -60,6 +60,25 @@ def test_lean_hidden_states_are_transformers(arch, plan):
 def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, one_thread):
     model = lean_model(arch, MIXED)
     assert_lossless(model, spec, random_prompts(3, seed=21))
+
+
+def test_the_fused_weights_are_the_models_own_storage():
+    """QKV and gate/up are concatenated once and the model's linears become views of them: attaching
+    the lean forward adds no copy of a weight (stock kernels: no per-path copies either)."""
+    model = tiny_model("llama")
+
+    def weight_bytes():
+        storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
+        return sum(storages.values())
+
+    before = weight_bytes()
+    lean = LeanLlama(model)
+    assert weight_bytes() == before
+    attention = model.model.layers[0].self_attn
+    qkv = lean.layers[0][1].weight
+    assert attention.q_proj.weight.data_ptr() == qkv.data_ptr()
+    assert attention.k_proj.weight.data_ptr() == qkv[attention.q_proj.weight.shape[0]:].data_ptr()
+    assert lean.layers[0][2].weight.data_ptr() == attention.o_proj.weight.data_ptr()
 
 
 def test_the_static_cache_grows_and_crops_in_place():

@@ -57,13 +57,13 @@ def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one
 
 
 def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wrong_forward(monkeypatch):
-    """Every bucket, past a growth of the buffer; a forward off in one query row of the fused QKV is
-    caught; on a GPU attach_lean would then say so and keep transformers' path."""
+    """Every bucket, past a growth of the buffer; a forward with a wrong rotary is caught; on a GPU
+    attach_lean would then say so and keep transformers' path."""
     model = tiny_model("llama")
     padded = PaddedLean(LeanLlama(model), graphs=False)
     agreement = compare_with_transformers(model, padded)
     assert agreement.within(1e-4) and agreement.rows == 12 + sum(ROW_BUCKETS) and agreement.worst_relative_l2 < 1e-5
-    padded.lean.layers[0][1].weight[0] += 1.0  # the lean forward's fused QKV copy, not the model's weight
+    padded.lean.inv_freq = padded.lean.inv_freq * 1.5  # the lean forward's rotary, not the model's
     wrong = compare_with_transformers(model, padded)
     assert not wrong.within(1e-4) and wrong.worst_relative_l2 > 1e-3
     class OnCuda(LeanLlama):  # what attach_lean sees on a GPU: it checks before replaying graphs
