@@ -1,7 +1,7 @@
 """Where one pass's time goes: torch.profiler over an AR pass and tree passes on the loaded
 model (kernels as given), 300-token random context, the shipped adapter.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/profile_pass.py --kernels auto --passes 20
+    PYTHONPATH=. .venv/bin/python benchmarks/profile_pass.py --kernels auto --passes 20 [--model M]
 
 Prints, per pass kind, the wall time per pass, the operators with the most self CPU time
 per pass, and what no operator accounts for (Python and dispatch between the operators).
@@ -34,12 +34,13 @@ def profiled(run, passes: int) -> tuple[float, list[tuple[str, float, int]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default", help="as the CLI's --model (its shipped adapter drafts)")
     parser.add_argument("--kernels", choices=KERNELS, default="auto")
     parser.add_argument("--passes", type=int, default=20)
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--trees", nargs="*", default=["efficient:3/chain-groups", "efficient:3,2,2/chain-groups"])
     args = parser.parse_args()
-    loaded = load_model(kernels=args.kernels)
+    loaded = load_model(args.model, kernels=args.kernels)
     _, adapter_path = resolve_adapter(loaded, None)
     side = Side("profiled", bita, "auto", loaded, adapter_path, args.trees, torch.Generator().manual_seed(0))
     runs = {"AR pass": side.ar_pass} | {f"`{spec}`": (lambda s=spec: side.tree_pass(s, 1)) for spec in args.trees}
