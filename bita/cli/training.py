@@ -140,7 +140,8 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
-    corpus = load_corpus(str(args.data), loaded.tokenizer)  # its train split: the held-out answers stay out
+    # the corpus chain's index: the train split (the held-out answers stay out), where there is one
+    corpus = load_corpus(str(args.data), loaded.tokenizer) if read_samples(Path(args.data), "train") else None
     lines = []
     if args.contexts != "sampled":
         record = calibrate(adapter, loaded.model, heldout, corpus=corpus)
