@@ -45,7 +45,7 @@ REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:
 COSTS_FILE = "pass-costs.json"
 TABLE_VERSION = "v3"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels
 PROBE_TREE, PROBE_ROUNDS = "efficient:3,2,2/chain-groups", 4  # a cached table is checked against this, once
-PROBE_TOLERANCE = 1.3, 1.15  # largest ratio of probe to table allowed: of the AR pass, of the tree's cost over it
+PROBE_TOLERANCE = 1.15, 1.1  # largest ratio of probe to table allowed: of the AR pass, of the tree's cost over it
 _probed: set[str] = set()  # keys checked in this process
 
 
