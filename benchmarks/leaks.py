@@ -64,8 +64,8 @@ def main() -> None:
     (args.data / LEAKS_FILE).write_text(json.dumps({"rule": __doc__.split("\n\n")[0], "sharegpt_ids": sorted(leaking),
                                                     "per_suite": report}, indent=1) + "\n")
     print(json.dumps({suite: {k: v for k, v in r.items() if k != "examples"} for suite, r in report.items()}))
-    print(f"{len(leaking)} ShareGPT questions ({sum(1 for s in unpack_samples(args.data) if s['key'].split(':')[0] in leaking)}"
-          f" samples) left out of the corpus index")
+    left_out = sum(1 for s in unpack_samples(args.data) if s["key"].split(":")[0] in leaking)
+    print(f"{len(leaking)} ShareGPT questions ({left_out} samples) left out of the corpus index")
 
 
 if __name__ == "__main__":

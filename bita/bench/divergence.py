@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..decode.verify import shared_prefix
 from ..model.device import device_of, output_logits
 from ..model.loading import LoadedModel
 
@@ -34,9 +35,7 @@ class Divergence:
 
 def first_difference(ours: list[int], reference: list[int]) -> int | None:
     """The first index where two token lists differ (the shorter one's end counts); None if equal."""
-    if ours == reference:
-        return None
-    return next((i for i, (a, b) in enumerate(zip(ours, reference)) if a != b), min(len(ours), len(reference)))
+    return None if ours == reference else shared_prefix(ours, reference)
 
 
 @torch.inference_mode()

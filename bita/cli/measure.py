@@ -62,9 +62,8 @@ def run_bench(args: argparse.Namespace) -> dict:
                      corpus=args.corpus)
     print(f"tree: {plan.reason}", file=sys.stderr)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "exact": loaded.exact, "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts, "tree": plan.spec,
-             "tree_reason": plan.reason,
-             "suite": args.prompts or args.suite}
+             "exact": loaded.exact, "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts,
+             "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, sampling=sampling)
     data, markdown = report.to_json(), report.to_markdown()
     for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):

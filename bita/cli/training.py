@@ -43,8 +43,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                                         "data and store them with it")
     add_model_arguments(calibration)
     calibration.add_argument("--adapter", required=True, help="adapter directory or a shipped adapter's name")
-    calibration.add_argument("--data", default=TrainConfig.data, help="self-generated data: its held-out split is scored, "
-                             "its train split is the corpus chain's index")
+    calibration.add_argument("--data", default=TrainConfig.data,
+                             help="self-generated data: its held-out split is scored, its train split is the corpus "
+                                  "chain's index")
     calibration.add_argument("--samples", type=int, default=TrainConfig.eval_samples, help="held-out samples to score")
     calibration.add_argument("--trees", nargs="*", default=FORECAST_TREES, help="trees to forecast tau for")
     calibration.add_argument("--contexts", choices=("both", "greedy", "sampled"), default="both",

@@ -103,6 +103,12 @@ def verify_sampling(tree: DraftTree, candidate_tokens: Sequence[int], logits: to
     return Verification(accepted, draw(remaining, generator), accepted[-1] if accepted else ROOT)
 
 
+def shared_prefix(chain: Sequence[int], truth: Sequence[int]) -> int:
+    """How many of ``chain``'s tokens, from the first, equal ``truth``'s: what a greedy walk accepts of
+    a chain when ``truth`` is what the model emits (the shorter one's end counts)."""
+    return next((i for i, (a, b) in enumerate(zip(chain, truth)) if a != b), min(len(chain), len(truth)))
+
+
 def walk_ranks(tree: DraftTree, ranks: Sequence[int]) -> tuple[int, int]:
     """(accepted drafts, last accepted node or ROOT) when the true token of depth d has draft rank
     ``ranks[d-1]`` (a miss matches no node): the walk on ranks instead of tokens."""

@@ -112,7 +112,7 @@ class CorpusIndex:
         ``chain_lengths``' tokens worth drafting at each confidence)."""
         length, low, high = self.longest_match(history)
         if not isinstance(max_tokens, int):
-            max_tokens = max_tokens[min(length, len(max_tokens) - 1)]
+            max_tokens = gated_tokens(max_tokens, length)
         if length < self.min_match or max_tokens < 1:
             return [], length
         n = len(self.tokens)
@@ -132,6 +132,12 @@ class CorpusIndex:
             chain.append(best)
             alive &= following[:, depth] == best
         return chain, length
+
+
+def gated_tokens(lengths: Sequence[int], match: int) -> int:
+    """A gate's chain tokens (``lengths`` [match length], ``chain_lengths``) for a match of ``match``
+    tokens; a match longer than the gate's table takes its last."""
+    return lengths[min(match, len(lengths) - 1)]
 
 
 def chain_lengths(rates: Sequence[Sequence[float]], threshold: float, max_tokens: int) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..decode.masks import layout_rows
+from ..drafts.corpus import gated_tokens
 from ..drafts.dynamic import DynamicShape, Reliability, dynamic_tree
 from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..errors import BitaError
@@ -55,7 +56,7 @@ class ScoredPass:
         right = min(self.ngram_right, proposed)
         if corpus_lengths and self.corpus is not None:
             found, found_right, match = self.corpus
-            found = min(found, corpus_lengths[min(match, len(corpus_lengths) - 1)])
+            found = min(found, gated_tokens(corpus_lengths, match))
             proposed, right = proposed + found, max(right, min(found_right, found))
         return proposed, right
 

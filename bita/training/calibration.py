@@ -17,6 +17,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..drafts.corpus import CorpusIndex
+from ..decode.verify import shared_prefix
 from ..drafts.ngram import NgramIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
@@ -93,16 +94,12 @@ def chain_outcomes(sequence: list[int], anchors: list[int], corpus: CorpusIndex 
     (bita/drafts/corpus.py) continuing them: (n-gram tokens proposed, how many of them, from the first,
     equal the sequence's, the same two of the corpus chain, its match length; 0, 0, -1 without a corpus)."""
     index, outcomes = NgramIndex(), []
-
-    def right(proposal: list[int], start: int) -> int:
-        truth = sequence[start:start + len(proposal)]
-        return next((i for i, (a, b) in enumerate(zip(proposal, truth)) if a != b), min(len(proposal), len(truth)))
-
     for anchor in anchors:
         index.extend(sequence[len(index.tokens):anchor + 2])
+        truth = sequence[anchor + 2:anchor + 2 + chain]
         proposal = index.propose(chain)
         found, match = corpus.propose(index.tokens, chain) if corpus is not None else ([], -1)
-        outcomes.append((len(proposal), right(proposal, anchor + 2), len(found), right(found, anchor + 2), match))
+        outcomes.append((len(proposal), shared_prefix(proposal, truth), len(found), shared_prefix(found, truth), match))
     return outcomes
 
 

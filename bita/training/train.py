@@ -193,7 +193,7 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
         "hardware": describe_device(device), "seconds": round(seconds_before + time.perf_counter() - started, 1),
     }
     if accelerator.is_main_process:
-        if heldout:  # the corpus chain's index holds the training answers only, as decoding's does
+        if heldout:  # the corpus chain's index: the answers trained on (decoding's also leaves out leaks.json's)
             calibrate(trained, model, heldout, corpus=CorpusIndex.build([s["answer_ids"] for s in train_set]))
         trained.save(config.output)
     accelerator.wait_for_everyone()

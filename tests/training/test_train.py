@@ -174,5 +174,6 @@ def test_target_rows_of_an_answer_without_a_complete_anchor():
     from bita.training.calibration import target_rows
 
     model = tiny_model("llama")
-    rows = target_rows(model, torch.zeros(5, 64), torch.tensor([3, 4, 5, 6, 7]), [], torch.zeros(0, 3, 2, dtype=torch.long))
+    rows = target_rows(model, torch.zeros(5, 64), torch.tensor([3, 4, 5, 6, 7]), [],
+                       torch.zeros(0, 3, 2, dtype=torch.long))
     assert all(len(value) == 0 for value in rows.values())
