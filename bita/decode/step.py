@@ -11,7 +11,7 @@ And one LM-head call covers the verified rows and the mask groups, so the head's
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -146,15 +146,44 @@ def one_head_call(device: torch.device, group_rows: int) -> bool:
 
 
 def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, verified: int):
-    """Logits of the first ``verified`` rows [verified, V], and a function giving a group's
-    logits [depth, V] by its index in ``layout.group_rows``; one head call when cheaper."""
+    """Logits of the first ``verified`` rows [verified, V], a function giving a group's logits
+    [depth, V] by its index in ``layout.group_rows``, and every group's [G, depth, V] where one head
+    call made them (else None); one head call when cheaper."""
     groups = layout.group_rows
     if not one_head_call(hidden.device, (groups.shape[0] - 1) * groups.shape[1]):
         return (output_logits(model, hidden[:verified]),
-                lambda group: output_logits(model, hidden[groups[group]]))
+                lambda group: output_logits(model, hidden[groups[group]]), None)
     rows = torch.cat([torch.arange(verified), groups.flatten()])
     logits = output_logits(model, hidden[rows.to(hidden.device)])
-    return logits[:verified], lambda group: logits[verified:].view(*groups.shape, -1)[group]
+    every = logits[verified:].view(*groups.shape, -1)
+    return logits[:verified], lambda group: every[group], every
+
+
+def fused_readback(device: torch.device) -> bool:
+    """Whether a greedy pass brings back its argmax and every group's drafts in one copy: on a GPU,
+    where each copy back waits for the device; on a CPU the chosen group's alone is cheaper."""
+    return device.type == "cuda"
+
+
+def drafts_on_demand(group_logits: Callable[[int], torch.Tensor], k: int) -> Callable[[int], Drafts]:
+    """A group's top-``k`` drafts by its index, computed when asked (one group's softmax)."""
+    return lambda group: drafts_from(group_logits(group), k)
+
+
+def read_greedy(verified_logits: torch.Tensor, group_logits, every_group: torch.Tensor | None,
+                k: int) -> tuple[list[int], Callable[[int], Drafts]]:
+    """The argmax of each verified row [verified, V], and a function giving a group's top-``k`` drafts
+    by index. With ``fused_readback`` and every group's logits [G, depth, V] at hand, both come back in
+    one copy (ids as float64, exact); else the argmax now and a group's drafts when asked."""
+    argmax = verified_logits.argmax(-1)
+    if every_group is None or not fused_readback(verified_logits.device):
+        return argmax.tolist(), drafts_on_demand(group_logits, k)
+    top = torch.softmax(every_group, dim=-1).topk(k, dim=-1)  # [G, depth, k]
+    packed = torch.cat([argmax.double(), top.indices.flatten().double(), top.values.flatten().double()]).cpu()
+    count, shape = argmax.numel(), top.indices.shape
+    tokens = packed[count:count + top.indices.numel()].long().view(shape)
+    probs = packed[count + top.indices.numel():].to(top.values.dtype).view(shape)
+    return packed[:count].long().tolist(), lambda group: Drafts(tokens[group], probs[group])
 
 
 def keep_cache_rows(cache: DynamicCache | StaticKV, start: int, rows: list[int]) -> None:
@@ -225,12 +254,15 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
         start = adapter.n_prompt + state.context_length
         hidden = forward_layout(model, adapter, state.cache, layout, torch.tensor([state.root] + candidates),
                                 state.context_length, state.context_length)
-        verified_logits, group_logits = pass_logits(model, hidden, layout, 1 + trie.tree.size)
-        verdict = (verify_greedy(trie.tree, candidates, verified_logits.argmax(-1).tolist()) if sampling.greedy
-                   else verify_sampling(trie.tree, candidates, verified_logits, sampling, generator))
+        verified_logits, group_logits, every_group = pass_logits(model, hidden, layout, 1 + trie.tree.size)
+        if sampling.greedy:
+            argmax, group_drafts = read_greedy(verified_logits, group_logits, every_group, tree.max_rank)
+            verdict = verify_greedy(trie.tree, candidates, argmax)
+        else:
+            verdict = verify_sampling(trie.tree, candidates, verified_logits, sampling, generator)
+            group_drafts = drafts_on_demand(group_logits, tree.max_rank)
         carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
-        next_drafts = (drafts_from(group_logits(layout.group_of(verdict.last)), tree.max_rank)
-                       if carries_group else None)
+        next_drafts = group_drafts(layout.group_of(verdict.last)) if carries_group else None
         keep_cache_rows(state.cache, start, [0] + [layout.node_row(i) for i in verdict.accepted])
         accepted = set(verdict.accepted)
         nodes = [DraftNode(candidates[i], n.parent, n.depth, n.rank,

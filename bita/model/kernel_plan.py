@@ -13,14 +13,19 @@ and TRANSPOSED at 4-16 rows). So ``measure_plan`` times the three on
 the model's own weights at each of ``ROW_BUCKETS`` rows: all the layers' linears one after the
 other (as a pass streams them from memory, cold), and the LM head alone, and keeps per bucket the
 fastest, STOCK unless another is faster by ``MIN_GAIN``. Plans are cached on disk, keyed by CPU
-model, ISA flags, threads, torch version, dtype and weight shapes (``plan_key``).
+model, ISA flags, threads, torch version, dtype and weight shapes (``plan_key``), with the times they
+were chosen from. A plan timed while the machine was busy (a test suite, a Space's first start) can
+be wrong for an idle one, so a cached plan is checked once per process against a quick probe at
+``PROBE_BUCKETS`` and timed again, saying so, where the probe finds its path clearly slower.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import statistics
+import sys
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -41,6 +46,9 @@ MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much fast
 REPEATS = 5
 PLAN_VERSION = "v1"
 MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
+PROBE_BUCKETS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
+PROBE_MARGIN = 0.15  # a cached plan is timed again where its path at a probed bucket is this much slower than the fastest
+_probed: set[str] = set()  # plan keys checked in this process
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 
@@ -96,10 +104,10 @@ def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return F.linear(x, weight, bias)
 
 
-def _median_seconds(runs: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Median wall seconds of each run, interleaved REPEATS times after one warm-up round."""
+def _median_seconds(runs: dict[str, Callable[[], object]], repeats: int = REPEATS) -> dict[str, float]:
+    """Median wall seconds of each run, interleaved ``repeats`` times after one warm-up round."""
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for round_index in range(REPEATS + 1):
+    for round_index in range(repeats + 1):
         for name, run in runs.items():
             started = time.perf_counter()
             run()
@@ -114,10 +122,10 @@ def _fastest(seconds: dict[str, float]) -> str:
 
 
 @torch.inference_mode()
-def kernel_times(layers: list[nn.Linear], head: nn.Linear | None,
-                 paths: Sequence[str] = PATHS) -> dict[str, list[dict[str, float]]]:
-    """Median seconds of each path on these weights at every row bucket: {"layers": [per bucket
-    {path: seconds}], "head": [...]}; "layers" runs all of them one after the other."""
+def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS,
+                 buckets: Sequence[int] = ROW_BUCKETS, repeats: int = REPEATS) -> dict[str, list[dict[str, float]]]:
+    """Median seconds of each path on these weights at each of ``buckets`` rows over ``repeats`` rounds:
+    {"layers": [per bucket {path: seconds}], "head": [...]}; "layers" runs all of them one after the other."""
     def copies(module):
         weight = module.weight
         return (weight, module.bias, weight.t().contiguous() if TRANSPOSED in paths else None,
@@ -125,8 +133,8 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None,
 
     stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
     times: dict[str, list[dict[str, float]]] = {name: [] for name in stacks}
-    for rows in tqdm(ROW_BUCKETS, desc="timing this CPU's kernels once (cached)", unit="row bucket",
-                     disable=len(layers) < MIN_LAYERS_FOR_PROGRESS):
+    for rows in tqdm(buckets, desc="timing this CPU's kernels once (cached)", unit="row bucket",
+                     disable=len(layers) < MIN_LAYERS_FOR_PROGRESS or buckets == PROBE_BUCKETS):
         for name, stack in stacks.items():
             inputs = {}
             for weight, *_ in stack:
@@ -135,7 +143,8 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None,
             def run(path, stack=stack, inputs=inputs):
                 return [run_path(path, inputs[w.shape[1]], w, b, t, p) for w, b, t, p in stack]
 
-            times[name].append(_median_seconds({path: (lambda p=path: run(p)) for path in paths}) if stack else {})
+            runs = {path: (lambda p=path: run(p)) for path in paths}
+            times[name].append(_median_seconds(runs, repeats) if stack else {})
     return times
 
 
@@ -146,6 +155,21 @@ def plan_from(times: dict[str, list[dict[str, float]]]) -> KernelPlan:
 
 def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> KernelPlan:
     return plan_from(kernel_times(layers, head, paths))
+
+
+def probe_disagrees(plan: KernelPlan, probe: dict[str, list[dict[str, float]]]) -> str | None:
+    """Where ``probe`` (``kernel_times`` at PROBE_BUCKETS) finds the plan's path for the layers or the
+    head more than PROBE_MARGIN slower than the fastest path, what it found; else None."""
+    for name, chosen in (("layers", plan.layers), ("head", plan.head)):
+        for rows, seconds in zip(PROBE_BUCKETS, probe[name]):
+            if not seconds:
+                continue
+            path, best = chosen[bucket_of(rows)], min(seconds, key=seconds.get)
+            if path not in seconds or seconds[path] > (1 + PROBE_MARGIN) * seconds[best]:
+                taken = f"{1000 * seconds[path]:.1f} ms" if path in seconds else "not available"
+                return (f"{name} at {rows} rows: the plan's {path} {taken}, {best} {1000 * seconds[best]:.1f} ms "
+                        "now")
+    return None
 
 
 def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
@@ -159,23 +183,34 @@ def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
 
 def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
                 paths: Sequence[str] = PATHS) -> KernelPlan:
-    """The plan for these weights on this machine: read from the JSON file ``path``, or measured
-    over ``paths`` and added to it (also when the file is unreadable)."""
+    """The plan for these weights on this machine: read from the JSON file ``path`` (checked against
+    a probe once per process, ``probe_disagrees``), or measured over ``paths`` and added to it with its
+    times (also when the file is unreadable, or the probe disagrees)."""
     key = plan_key(layers, head)
     try:
         stored = json.loads(path.read_text()).get(key) if path.is_file() else None
-        if stored:
-            return KernelPlan(tuple(stored["layers"]), tuple(stored["head"]))
+        plan = KernelPlan(tuple(stored["layers"]), tuple(stored["head"])) if stored else None
     except (OSError, ValueError, KeyError, TypeError):
-        pass  # unreadable or corrupted: measure again and rewrite
-    plan = measure_plan(layers, head, paths)
+        plan = None  # unreadable or corrupted: measure again and rewrite
+    if plan is not None:
+        if key in _probed:
+            return plan
+        _probed.add(key)
+        disagreement = probe_disagrees(plan, kernel_times(layers, head, paths, PROBE_BUCKETS, PROBE_REPEATS))
+        if disagreement is None:
+            return plan
+        print(f"the cached kernel plan disagrees with a probe now ({disagreement}): timing this CPU's kernels "
+              "again", file=sys.stderr)
+    _probed.add(key)
+    times = kernel_times(layers, head, paths)
+    plan = plan_from(times)
     try:
         table = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
         table = {}
-    table[key] = asdict(plan)
+    table[key] = {**asdict(plan), "seconds": times}
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(table, indent=1))
     temporary.replace(path)
     return plan

@@ -18,6 +18,12 @@ counts. Without graphs (a CPU) the same buffers run eagerly, which is how this p
 CPU (tests/model/test_padded.py). Passes over the largest bucket (a long prompt's prefill) run
 unpadded and eagerly.
 
+Host work per pass: a pass's positions, cache slots and mask are written on the host into one byte
+buffer (pinned on CUDA) laid out as the device buffer the graph reads them from, and sent in one
+non-blocking copy (``PassBuffers.send``); the embeddings are a device-to-device copy. The host
+buffer is rewritten only at the next pass, after that pass's result was read back (a sync), so the
+copy has finished by then.
+
 ``attach_lean`` (lean_llama.py) puts this on a model on a CUDA device after ``compare_with_transformers``
 compared a pass of every bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it
 attends only the valid slots) and runs instead.
@@ -59,16 +65,58 @@ def cuda_graph(run: Callable[[], torch.Tensor]) -> Recorded:
     return Recorded(graph.replay, output)
 
 
+def staged_views(buffer: torch.Tensor, bucket: int, capacity: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """positions [B] long, slots [B] long and allowed [B, K] bool as views of one byte buffer
+    [``staged_bytes(B, K)``] uint8, in that order."""
+    longs = buffer[:16 * bucket].view(torch.long)
+    return longs[:bucket], longs[bucket:], buffer[16 * bucket:].view(torch.bool).view(bucket, capacity)
+
+
+def staged_bytes(bucket: int, capacity: int) -> int:
+    return 16 * bucket + bucket * capacity
+
+
 @dataclass
 class PassBuffers:
-    """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K."""
+    """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K.
+    ``staged`` [staged_bytes(B, K)] uint8 on the device holds positions, slots and allowed
+    (``staged_views``: what the pass reads); ``host`` is its mirror on the host, filled by a pass."""
 
     embeds: torch.Tensor  # [B, H]
-    positions: torch.Tensor  # [B] long
-    allowed: torch.Tensor  # [B, K] bool
-    slots: torch.Tensor  # [B] long, the cache slots the rows write
+    staged: torch.Tensor  # device bytes: positions [B] long, slots [B] long, allowed [B, K] bool
+    host: torch.Tensor  # the same layout on the host (pinned on CUDA)
+    capacity: int  # K
     hidden: torch.Tensor | None = None  # [B, H], the output (the recorded pass's, once recorded)
     recorded: Recorded | None = None
+
+    @classmethod
+    def make(cls, bucket: int, capacity: int, hidden_size: int, dtype: torch.dtype,
+             device: torch.device) -> PassBuffers:
+        size = staged_bytes(bucket, capacity)
+        return cls(torch.zeros(bucket, hidden_size, dtype=dtype, device=device),
+                   torch.zeros(size, dtype=torch.uint8, device=device),
+                   torch.zeros(size, dtype=torch.uint8, pin_memory=device.type == "cuda"), capacity)
+
+    def views(self, on_host: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(positions, slots, allowed) on the device, or of the host mirror."""
+        return staged_views(self.host if on_host else self.staged, self.embeds.shape[0], self.capacity)
+
+    def fill(self, length: int, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> None:
+        """Stage a pass of R rows whose cache slots start at ``length`` and send it: padding rows get
+        zeros, position 0 and their own slot only (a row that sees nothing would make NaNs, and NaN
+        times a zero weight is NaN)."""
+        rows, bucket = embeds.shape[0], self.embeds.shape[0]
+        host_positions, host_slots, host_allowed = self.views(on_host=True)
+        host_positions[:rows] = positions
+        host_positions[rows:] = 0
+        host_slots.copy_(torch.arange(length, length + bucket))
+        host_allowed.zero_()
+        host_allowed[:rows, :allowed.shape[1]] = allowed
+        padding = torch.arange(rows, bucket)
+        host_allowed[padding, length + padding] = True
+        self.staged.copy_(self.host, non_blocking=True)
+        self.embeds[:rows] = embeds
+        self.embeds[rows:] = 0
 
 
 class PaddedLean:
@@ -85,8 +133,8 @@ class PaddedLean:
             for bucket_index, bucket in enumerate(ROW_BUCKETS):
                 if bucket not in cache.recorded:
                     buffers = cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
-                    self._fill(buffers, cache.length, buffers.embeds[:0], buffers.positions[:0],
-                               buffers.allowed[:0, :0])
+                    positions, _, allowed = buffers.views()
+                    buffers.fill(cache.length, buffers.embeds[:0], positions[:0], allowed[:0, :0])
                     self._record(buffers, cache, bucket_index)
         return cache
 
@@ -104,7 +152,7 @@ class PaddedLean:
             return self.lean.forward(cache, embeds, positions, allowed)
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
         buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
-        self._fill(buffers, cache.length, embeds, positions, allowed)
+        buffers.fill(cache.length, embeds, positions, allowed)
         if buffers.recorded is not None:
             buffers.recorded.replay()
         elif self.graphs:  # a request outgrew its buffer: recorded here, inside the pass (new_cache avoids it)
@@ -116,34 +164,15 @@ class PaddedLean:
         return buffers.hidden[:rows].clone()
 
     def _buffers(self, cache: StaticKV, bucket: int) -> PassBuffers:
-        device, hidden_size = cache.kv.device, self.lean.norm.shape[0]
-        return PassBuffers(torch.zeros(bucket, hidden_size, dtype=cache.kv.dtype, device=device),
-                           torch.zeros(bucket, dtype=torch.long, device=device),
-                           torch.zeros(bucket, cache.capacity, dtype=torch.bool, device=device),
-                           torch.zeros(bucket, dtype=torch.long, device=device))
-
-    @staticmethod
-    def _fill(buffers: PassBuffers, length: int, embeds: torch.Tensor, positions: torch.Tensor,
-              allowed: torch.Tensor) -> None:
-        """Copy a pass of R rows into the bucket's buffers; padding rows get zeros, position 0 and
-        their own slot only (a row that sees nothing would make NaNs, and NaN times a zero weight is NaN)."""
-        rows, bucket = embeds.shape[0], buffers.embeds.shape[0]
-        buffers.embeds[:rows] = embeds
-        buffers.embeds[rows:] = 0
-        buffers.positions[:rows] = positions
-        buffers.positions[rows:] = 0
-        buffers.slots.copy_(torch.arange(length, length + bucket))
-        buffers.allowed.zero_()
-        buffers.allowed[:rows, :allowed.shape[1]] = allowed
-        padding = torch.arange(rows, bucket)
-        buffers.allowed[padding, length + padding] = True
+        return PassBuffers.make(bucket, cache.capacity, self.lean.norm.shape[0], cache.kv.dtype, cache.kv.device)
 
     def _run(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> torch.Tensor:
         """The padded pass on the buffers: [B, H]."""
+        positions, slots, allowed = buffers.views()
+
         def write(layer, keys, values):
-            return cache.write_at(layer, buffers.slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, buffers.positions, buffers.allowed, bucket_index, write,
-                                    fold_groups=True)
+            return cache.write_at(layer, slots, keys, values)
+        return self.lean.run_layers(buffers.embeds, positions, allowed, bucket_index, write, fold_groups=True)
 
     def _record(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> None:
         """Record the padded pass with ``capture``; ``buffers.hidden`` becomes its output."""

@@ -131,3 +131,31 @@ def test_one_head_call_on_a_gpu_and_on_a_cpu_up_to_16_group_rows_gives_the_same_
     torch.testing.assert_close(shared[0], split[0])
     for group in range(layout.group_rows.shape[0]):
         torch.testing.assert_close(shared[1](group), split[1](group))
+    assert split[2] is None and torch.equal(shared[2][1], shared[1](1))  # every group's, where one call made them
+
+
+def test_a_fused_readback_gives_the_same_passes_as_one_copy_per_result(monkeypatch):
+    """On a GPU a greedy pass brings back its argmax and every group's drafts in one copy; run on a
+    CPU, that path emits, accepts and drafts what the ordinary one does."""
+    from bita.decode import step
+    from bita.decode.stopping import StopCondition
+    from conftest import tiny_model
+
+    model = tiny_model("llama")
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=N_MASKS, seed=2)
+    prompt, tree = random_prompts(1, seed=6)[0], parse_tree_spec("efficient:3,2,2")
+
+    def passes():
+        return list(step.bita_steps(model, adapter, prompt, tree, StopCondition(24), ngram_tokens=2))
+
+    plain = passes()
+    fused = []
+    monkeypatch.setattr(step, "fused_readback", lambda device: fused.append(device) or True)
+    monkeypatch.setattr(step, "one_head_call", lambda device, rows: True)  # as on a GPU: every group's logits
+    again = passes()
+    assert len(fused) == len(again) - 1  # every tree pass took the one-copy path
+    assert [(r.emitted, r.accepted) for r in again] == [(r.emitted, r.accepted) for r in plain]
+    for ours, theirs in zip(again, plain):
+        assert [[t for t, _ in depth] for depth in ours.next_drafts] == [[t for t, _ in d] for d in theirs.next_drafts]
+        torch.testing.assert_close(torch.tensor([[p for _, p in d] for d in ours.next_drafts]),
+                                   torch.tensor([[p for _, p in d] for d in theirs.next_drafts]))

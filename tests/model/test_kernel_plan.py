@@ -62,13 +62,52 @@ def test_measuring_gives_a_path_for_every_bucket():
 def test_a_plan_is_measured_once_then_read_and_a_corrupt_file_is_measured_again(tmp_path, monkeypatch):
     layers, head = small_stack()
     path = tmp_path / "plans.json"
-    measured = []
-    measure = kernel_plan.measure_plan
-    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: measured.append(1) or measure(*args))
+    timed = []
+    times = kernel_plan.kernel_times
+    monkeypatch.setattr(kernel_plan, "_probed", set())
+    monkeypatch.setattr(kernel_plan, "kernel_times", lambda *args: timed.append(args[3:]) or times(*args))
     first = cached_plan(path, layers, head)
-    assert measured == [1] and list(json.loads(path.read_text()).values())[0] == {"layers": list(first.layers),
-                                                                                 "head": list(first.head)}
-    assert cached_plan(path, layers, head) == first and measured == [1]  # read, not measured again
+    stored = list(json.loads(path.read_text()).values())[0]
+    assert timed == [()] and (stored["layers"], stored["head"]) == (list(first.layers), list(first.head))
+    assert len(stored["seconds"]["layers"]) == len(ROW_BUCKETS)  # the times it was chosen from
+    assert cached_plan(path, layers, head) == first and timed == [()]  # read, not timed again (nor probed: done)
     path.write_text("{not json")
-    monkeypatch.setattr(kernel_plan, "measure_plan", lambda *args: measured.append(1) or first)  # timings vary
-    assert cached_plan(path, layers, head) == first and measured == [1, 1] and json.loads(path.read_text())
+    again = cached_plan(path, layers, head)  # timings vary: the plan may differ
+    assert len(again.layers) == len(ROW_BUCKETS) and timed == [(), ()] and json.loads(path.read_text())
+
+
+def probe_times(stock: float, packed: float) -> dict:
+    return {name: [{STOCK: stock, TRANSPOSED: 9.0, PACKED: packed}] * len(kernel_plan.PROBE_BUCKETS)
+            for name in ("layers", "head")}
+
+
+def test_a_probe_flags_a_plan_path_clearly_slower_than_another_now():
+    packed = KernelPlan((PACKED,) * len(ROW_BUCKETS), (PACKED,) * len(ROW_BUCKETS))
+    assert kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.1)) is None  # within the margin
+    found = kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.3))
+    assert found == "layers at 1 rows: the plan's packed 1300.0 ms, stock 1000.0 ms now"
+    missing = {"layers": [{STOCK: 1.0, TRANSPOSED: 2.0}] * 2, "head": [{}] * 2}
+    assert "not available" in kernel_plan.probe_disagrees(packed, missing)
+
+
+def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagrees(tmp_path, monkeypatch, capsys):
+    layers, head = small_stack()
+    path = tmp_path / "plans.json"
+    key = kernel_plan.plan_key(layers, head)
+    timed_under_load = KernelPlan((TRANSPOSED,) * len(ROW_BUCKETS), (TRANSPOSED,) * len(ROW_BUCKETS))
+    path.write_text(json.dumps({key: {"layers": list(timed_under_load.layers), "head": list(timed_under_load.head)}}))
+    calls = []
+
+    def fake_times(layers, head, paths=PATHS, buckets=ROW_BUCKETS, repeats=5):  # stock clearly fastest now
+        calls.append(tuple(buckets))
+        return {name: [{STOCK: 1.0, TRANSPOSED: 2.0, PACKED: 3.0}] * len(buckets) for name in ("layers", "head")}
+
+    monkeypatch.setattr(kernel_plan, "kernel_times", fake_times)
+    monkeypatch.setattr(kernel_plan, "_probed", set())
+    plan = cached_plan(path, layers, head)
+    assert calls == [kernel_plan.PROBE_BUCKETS, ROW_BUCKETS] and set(plan.layers) == set(plan.head) == {STOCK}
+    assert "disagrees with a probe now (layers at 1 rows: the plan's transposed 2000.0 ms" in capsys.readouterr().err
+    assert json.loads(path.read_text())[key]["layers"] == [STOCK] * len(ROW_BUCKETS)
+    monkeypatch.setattr(kernel_plan, "_probed", set())  # a new process: the re-timed plan agrees with a probe
+    assert cached_plan(path, layers, head) == plan and calls[2:] == [kernel_plan.PROBE_BUCKETS]
+    assert cached_plan(path, layers, head) == plan and len(calls) == 3  # once a process

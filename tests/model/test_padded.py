@@ -174,3 +174,20 @@ def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
     lean = LeanLlama(model)
     lean.forward(lean.new_cache(), embeds, torch.arange(3), allowed)
     assert calls == [((1, 4, 3, head_dim), (1, 1, 3, 3), True)] * layers
+
+
+def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
+    """Positions, slots and the mask go to the device in one copy: the host mirror's views and the
+    device's hold the same pass, the padding rows seeing their own slot only."""
+    from bita.model.padded import PassBuffers, staged_bytes
+
+    buffers = PassBuffers.make(4, 10, hidden_size=3, dtype=torch.float32, device=torch.device("cpu"))
+    assert buffers.staged.numel() == buffers.host.numel() == staged_bytes(4, 10) == 4 * 16 + 4 * 10
+    allowed = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)  # 2 rows over 2 cached slots + 2
+    buffers.fill(2, torch.ones(2, 3), torch.tensor([7, 8]), allowed)
+    positions, slots, mask = buffers.views()
+    assert positions.tolist() == [7, 8, 0, 0] and slots.tolist() == [2, 3, 4, 5]
+    assert mask[:2, :4].equal(allowed) and not mask[:2, 4:].any()
+    assert [row.nonzero().flatten().tolist() for row in mask[2:]] == [[4], [5]]
+    assert buffers.embeds[:2].eq(1).all() and buffers.embeds[2:].eq(0).all()
+    assert all(a.equal(b) for a, b in zip(buffers.views(on_host=True), buffers.views()))
