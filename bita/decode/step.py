@@ -155,7 +155,7 @@ def pass_logits(model: nn.Module, hidden: torch.Tensor, layout: PassLayout, veri
                 lambda group: output_logits(model, hidden[groups[group]]), None)
     rows = torch.cat([torch.arange(verified), groups.flatten()])
     logits = output_logits(model, hidden[rows.to(hidden.device)])
-    every = logits[verified:].view(*groups.shape, -1)
+    every = logits[verified:].view(*groups.shape, logits.shape[-1])
     return logits[:verified], lambda group: every[group], every
 
 
