@@ -170,8 +170,8 @@ def drafts_on_demand(group_logits: Callable[[int], torch.Tensor], k: int) -> Cal
     return lambda group: drafts_from(group_logits(group), k)
 
 
-def read_greedy(verified_logits: torch.Tensor, group_logits, every_group: torch.Tensor | None,
-                k: int) -> tuple[list[int], Callable[[int], Drafts]]:
+def read_greedy(verified_logits: torch.Tensor, group_logits: Callable[[int], torch.Tensor],
+                every_group: torch.Tensor | None, k: int) -> tuple[list[int], Callable[[int], Drafts]]:
     """The argmax of each verified row [verified, V], and a function giving a group's top-``k`` drafts
     by index. With ``fused_readback`` and every group's logits [G, depth, V] at hand, both come back in
     one copy (ids as float64, exact); else the argmax now and a group's drafts when asked."""

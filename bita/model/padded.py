@@ -20,7 +20,7 @@ unpadded and eagerly.
 
 Host work per pass: a pass's positions, cache slots and mask are written on the host into one byte
 buffer (pinned on CUDA) laid out as the device buffer the graph reads them from, and sent in one
-non-blocking copy (``PassBuffers.send``); the embeddings are a device-to-device copy. The host
+non-blocking copy (``PassBuffers.fill``); the embeddings are a device-to-device copy. The host
 buffer is rewritten only at the next pass, after that pass's result was read back (a sync), so the
 copy has finished by then.
 
