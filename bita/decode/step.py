@@ -60,6 +60,7 @@ class DecodeState:
         self.drafts = drafts
 
 
+@torch.inference_mode()
 def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 0) -> DynamicCache | StaticKV:
     """An empty cache for ``model``'s forward (a StaticKV from the lean forward's pool where it runs the
     model, with room for ``rows`` slots past the prompt slots and its graphs recorded: padded.py), with
@@ -74,6 +75,7 @@ def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 
         for layer, (keys, values) in enumerate(prompts):
             cache.append(layer, keys, values)
         cache.advance(adapter.n_prompt)
+        cache.base = adapter.n_prompt
     return cache
 
 

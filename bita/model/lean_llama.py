@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .exact_attention import ExactLayout, exact_attention, exact_layout
 from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, run_path
 from .padded import PaddedLean, compare_with_transformers
 from .static_kv import CachePool, StaticKV
@@ -131,16 +132,28 @@ class LeanLlama:
     def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
                 allowed: torch.Tensor) -> torch.Tensor:
         """Rows embeds [R, H] at ``positions`` [R], written at the cache's next R slots; ``allowed``
-        [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H]."""
+        [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H].
+
+        Row-invariant (exact_attention.py): the rows that see none of the cache's first ``cache.base``
+        slots (the adapter's prompt slots: every row but a mask row) attend by ``exact_attention``, and
+        a pass of one row runs as two (the second a copy whose slot is dropped), since a matrix kernel
+        may round a lone row differently; the others attend by SDPA."""
         rows = embeds.shape[0]
-        cache.reserve(rows)
-        hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append)
+        if rows == 1:  # a copy beside it, seeing what it sees; its cache slot is written, then left behind
+            embeds, positions = embeds.expand(2, -1), positions.expand(2)
+            allowed = torch.cat([allowed, allowed.new_zeros(1, 1)], -1).expand(2, -1)
+        exact_rows = (~allowed[:, :cache.base].any(-1)).nonzero().flatten()
+        exact = exact_layout(allowed, exact_rows, cache.base) if len(exact_rows) else None
+        cache.reserve(max(embeds.shape[0], exact.region_end - cache.length if exact else 0))
+        hidden = self.run_layers(embeds, positions, allowed, bucket_of(embeds.shape[0]), cache.append,
+                                 exact=exact, buffers=cache.buffers)
         cache.advance(rows)
-        return hidden
+        return hidden[:rows]
 
     def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, bucket: int,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                   fold_groups: bool = False) -> torch.Tensor:
+                   fold_groups: bool = False, exact: ExactLayout | None = None,
+                   buffers: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
         """The decoder stack over rows x [R, H] at ``positions`` [R]; ``write(layer, keys, values)``
         stores a layer's new keys/values [1, kv_heads, R, head_dim] and returns the keys/values
         [1, kv_heads, K, head_dim] to attend under ``allowed`` [R, K] bool. Returns [R, H].
@@ -148,7 +161,10 @@ class LeanLlama:
         ``fold_groups``: the G query heads that share a key/value head become G x R rows of one
         attention call per key/value head, under the mask repeated G times (built once per pass), so
         SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the CUDA path); else
-        ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
+        ``enable_gqa`` (the CPU path, bit-identical to transformers' there).
+
+        ``exact``: the rows that attend by ``exact_attention`` over ``buffers(layer)``, a layer's whole
+        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA."""
         rows = x.shape[0]
         cos, sin = self.rotary(positions.to(self.device))
         groups = self.heads // self.kv_heads
@@ -165,6 +181,8 @@ class LeanLlama:
                     1, self.kv_heads, groups * rows, self.head_dim)
                 attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
                 attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
+            elif exact is not None:
+                attended = self.attend_exact(q, keys, values, allowed, exact, buffers(index))
             else:
                 attended = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
                                                           enable_gqa=True)[0].transpose(0, 1)
@@ -172,6 +190,23 @@ class LeanLlama:
             gate, up = gate_up(self.rms(x, norm_post), bucket).chunk(2, -1)
             x = x + down(F.silu(gate) * up, bucket)
         return self.rms(x, self.norm)
+
+
+    @staticmethod
+    def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor,
+                     exact: ExactLayout, buffers: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """q [R, heads, d]: ``exact.rows`` by exact_attention over the whole ``buffers``, the other rows
+        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``allowed`` [R, K]. Returns [R, heads, d]."""
+        if len(exact.rows) == q.shape[0]:
+            return exact_attention(q, *buffers, exact)
+        attended = torch.empty_like(q)
+        attended[exact.rows] = exact_attention(q[exact.rows], *buffers, exact)
+        others = torch.ones(q.shape[0], dtype=torch.bool)
+        others[exact.rows] = False
+        attended[others] = F.scaled_dot_product_attention(
+            q[others].transpose(0, 1)[None], keys, values, attn_mask=allowed[others].to(q.device)[None, None],
+            enable_gqa=True)[0].transpose(0, 1)
+        return attended
 
 
 def attach_lean(model: nn.Module) -> str | None:

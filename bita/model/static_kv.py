@@ -31,6 +31,7 @@ class StaticKV:
                  capacity: int = GROWTH):
         self.kv = torch.zeros(layers, 2, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self.length = 0
+        self.base = 0  # slots before the context (the adapter's prompt slots): only mask rows see them
         self.recorded: dict = {}  # per padded pass shape, padded.py's buffers on this ``kv``; emptied when it grows
 
     @property
@@ -74,6 +75,10 @@ class StaticKV:
         self.kv[layer, 1].index_copy_(1, slots, values[0])
         return self.kv[layer, 0][None], self.kv[layer, 1][None]
 
+    def buffers(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``layer``'s whole key and value buffers [kv_heads, capacity, head_dim]."""
+        return self.kv[layer, 0], self.kv[layer, 1]
+
     def advance(self, rows: int) -> None:
         self.length += rows
 
@@ -98,7 +103,7 @@ class CachePool:
     def take(self) -> StaticKV:
         if self.free:
             cache = self.free.pop()
-            cache.length = 0
+            cache.length = cache.base = 0
             return cache
         self.made += 1
         return self.make()
