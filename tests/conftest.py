@@ -90,7 +90,7 @@ def default_model():
     """The real embedded default model (SmolLM2-135M-Instruct), loaded once."""
     from bita.model.loading import load_model
 
-    return load_model("default", device="cpu")
+    return load_model("default", device="cpu", dtype="float32")  # the same on every CPU kind
 
 
 def assert_lossless(model: torch.nn.Module, spec: str, prompts: list[list[int]], new_tokens: int = 20) -> None:

@@ -23,7 +23,8 @@ REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_
 
 
 def test_generate_both_json_is_identical_to_ar():
-    command = [sys.executable, "-m", "bita", "generate", "--mode", "both", "--json", "--max-new-tokens", "64",
+    command = [sys.executable, "-m", "bita", "generate", "--dtype", "float32", "--mode", "both", "--json",
+               "--max-new-tokens", "64",
                "--prompt", "Write a Python function that reverses a string."]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ})
     assert done.returncode == 0, done.stderr
@@ -35,7 +36,8 @@ def test_generate_both_json_is_identical_to_ar():
 
 
 def test_sampled_generate_reports_its_seed_and_reproduces(capsys, default_model):
-    args = ["generate", "--mode", "both", "--json", "--max-new-tokens", "24", "--temperature", "0.8",
+    args = ["generate", "--dtype", "float32", "--mode", "both", "--json", "--max-new-tokens", "24",
+            "--temperature", "0.8",
             "--top-p", "0.95", "--seed", "5", "--prompt", "Name a colour and say why you like it."]
     reports = []
     for _ in range(2):
@@ -48,7 +50,7 @@ def test_sampled_generate_reports_its_seed_and_reproduces(capsys, default_model)
 
 
 def run_cli(capsys, *args):
-    code = main(["generate", *args])
+    code = main(["generate", "--dtype", "float32", *args])
     captured = capsys.readouterr()
     return code, captured.err
 

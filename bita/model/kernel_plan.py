@@ -11,8 +11,9 @@ AMD EPYC with AVX2 PACKED won at every M, and on an AMD EPYC of family 25 model 
 (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
 and TRANSPOSED at 4-16 rows). So ``measure_plan`` times the three on
 the model's own weights at each of ``ROW_BUCKETS`` rows: all the layers' linears one after the
-other (as a pass streams them from memory, cold), and the LM head alone, and keeps per bucket the
-fastest, STOCK unless another is faster by ``MIN_GAIN``. Plans are cached on disk, keyed by CPU
+other (as a pass streams them from memory, cold), and the LM head alone, and keeps the path fastest
+over a decoding pass's row counts, for every row count (a row must not round differently because of
+how many rows share its pass), STOCK unless another is faster by ``MIN_GAIN``. Plans are cached on disk, keyed by CPU
 model, ISA flags, threads, torch version, dtype and weight shapes (``plan_key``), with the times they
 were chosen from. A plan timed while the machine was busy (a test suite, a Space's first start) can
 be wrong for an idle one, so a cached plan is checked once per process against a quick probe at
@@ -42,11 +43,12 @@ from .device import cpu_info, describe_cpu
 STOCK, TRANSPOSED, PACKED = "stock", "transposed", "packed"
 PATHS = (STOCK, TRANSPOSED, PACKED)
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # M rows take the first bucket >= M; past 128 (long prompts), the last
+DECODE_BUCKETS = (2, 4, 8, 16)  # an AR pass (one row runs as two), and tree passes: what the plan is chosen on
 MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
 REPEATS = 5
-PLAN_VERSION = "v1"
+PLAN_VERSION = "v2"  # v2: one path for every row count
 MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
-PROBE_BUCKETS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
+PROBE_BUCKETS, PROBE_REPEATS = (2, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path at a probed bucket is this much slower than the fastest
 _probed: set[str] = set()  # plan keys checked in this process
 
@@ -149,8 +151,18 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequenc
 
 
 def plan_from(times: dict[str, list[dict[str, float]]]) -> KernelPlan:
-    """The fastest path per bucket of ``kernel_times``' table (STOCK where there was no weight)."""
-    return KernelPlan(*(tuple(_fastest(t) if t else STOCK for t in times[name]) for name in ("layers", "head")))
+    """One path for every bucket, for the layers and for the head: the fastest over the buckets a
+    decoding pass uses (``DECODE_BUCKETS``, summed) in ``kernel_times``' table (STOCK where there was no
+    weight). One path, because kernels round differently: a row computed by two paths, or by one path
+    in another row count class, could come out differently, and a pass must be row-invariant
+    (docs/method.md)."""
+    def uniform(table: list[dict[str, float]]) -> tuple[str, ...]:
+        used = [seconds for rows, seconds in zip(ROW_BUCKETS, table) if rows in DECODE_BUCKETS and seconds]
+        if not used:
+            return (STOCK,) * len(ROW_BUCKETS)
+        return (_fastest({path: sum(seconds[path] for seconds in used) for path in used[0]}),) * len(ROW_BUCKETS)
+
+    return KernelPlan(uniform(times["layers"]), uniform(times["head"]))
 
 
 def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> KernelPlan:
@@ -158,17 +170,18 @@ def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequenc
 
 
 def probe_disagrees(plan: KernelPlan, probe: dict[str, list[dict[str, float]]]) -> str | None:
-    """Where ``probe`` (``kernel_times`` at PROBE_BUCKETS) finds the plan's path for the layers or the
-    head more than PROBE_MARGIN slower than the fastest path, what it found; else None."""
+    """Where ``probe`` (``kernel_times`` at PROBE_BUCKETS, summed over them) finds the plan's path for
+    the layers or the head more than PROBE_MARGIN slower than the fastest path, what it found; else None."""
     for name, chosen in (("layers", plan.layers), ("head", plan.head)):
-        for rows, seconds in zip(PROBE_BUCKETS, probe[name]):
-            if not seconds:
-                continue
-            path, best = chosen[bucket_of(rows)], min(seconds, key=seconds.get)
-            if path not in seconds or seconds[path] > (1 + PROBE_MARGIN) * seconds[best]:
-                taken = f"{1000 * seconds[path]:.1f} ms" if path in seconds else "not available"
-                return (f"{name} at {rows} rows: the plan's {path} {taken}, {best} {1000 * seconds[best]:.1f} ms "
-                        "now")
+        tables = [seconds for seconds in probe[name] if seconds]
+        if not tables:
+            continue
+        totals = {path: sum(seconds[path] for seconds in tables) for path in tables[0]}
+        path, best = chosen[bucket_of(PROBE_BUCKETS[0])], min(totals, key=totals.get)
+        if path not in totals or totals[path] > (1 + PROBE_MARGIN) * totals[best]:
+            taken = f"{1000 * totals[path]:.1f} ms" if path in totals else "not available"
+            return f"{name} at {' + '.join(map(str, PROBE_BUCKETS))} rows: the plan's {path} {taken}, " \
+                   f"{best} {1000 * totals[best]:.1f} ms now"
     return None
 
 

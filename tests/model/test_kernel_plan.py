@@ -52,11 +52,22 @@ def small_stack():
     return [nn.Linear(32, 64), nn.Linear(64, 32, bias=False)], nn.Linear(32, 100)
 
 
-def test_measuring_gives_a_path_for_every_bucket():
+def test_measuring_gives_one_path_for_every_bucket():
+    """One path per linear whatever the row count: a row's result must not depend on how many rows
+    share its pass (docs/method.md)."""
     layers, head = small_stack()
     plan = measure_plan(layers, head, (STOCK, TRANSPOSED))
     assert len(plan.layers) == len(plan.head) == len(ROW_BUCKETS)
-    assert set(plan.layers) | set(plan.head) <= {STOCK, TRANSPOSED}
+    assert len(set(plan.layers)) == len(set(plan.head)) == 1 and set(plan.layers) | set(plan.head) <= {STOCK, TRANSPOSED}
+
+
+def test_the_one_path_is_the_fastest_over_a_decoding_passs_row_counts():
+    """Summed over DECODE_BUCKETS: a path fast at one row count only loses to one fast at all of them."""
+    table = [{STOCK: 1.0, PACKED: 0.5 if rows == 2 else 2.0} for rows in ROW_BUCKETS]
+    assert kernel_plan.plan_from({"layers": table, "head": table}).layers == (STOCK,) * len(ROW_BUCKETS)
+    table = [{STOCK: 1.0, PACKED: 0.8} for _ in ROW_BUCKETS]
+    assert kernel_plan.plan_from({"layers": table, "head": [{}] * len(ROW_BUCKETS)}) == KernelPlan(
+        (PACKED,) * len(ROW_BUCKETS), (STOCK,) * len(ROW_BUCKETS))
 
 
 def test_a_plan_is_measured_once_then_read_and_a_corrupt_file_is_measured_again(tmp_path, monkeypatch):
@@ -85,7 +96,7 @@ def test_a_probe_flags_a_plan_path_clearly_slower_than_another_now():
     packed = KernelPlan((PACKED,) * len(ROW_BUCKETS), (PACKED,) * len(ROW_BUCKETS))
     assert kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.1)) is None  # within the margin
     found = kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.3))
-    assert found == "layers at 1 rows: the plan's packed 1300.0 ms, stock 1000.0 ms now"
+    assert found == "layers at 2 + 8 rows: the plan's packed 2600.0 ms, stock 2000.0 ms now"
     missing = {"layers": [{STOCK: 1.0, TRANSPOSED: 2.0}] * 2, "head": [{}] * 2}
     assert "not available" in kernel_plan.probe_disagrees(packed, missing)
 
@@ -106,7 +117,8 @@ def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagre
     monkeypatch.setattr(kernel_plan, "_probed", set())
     plan = cached_plan(path, layers, head)
     assert calls == [kernel_plan.PROBE_BUCKETS, ROW_BUCKETS] and set(plan.layers) == set(plan.head) == {STOCK}
-    assert "disagrees with a probe now (layers at 1 rows: the plan's transposed 2000.0 ms" in capsys.readouterr().err
+    assert "disagrees with a probe now (layers at 2 + 8 rows: the plan's transposed 4000.0 ms" in \
+        capsys.readouterr().err
     assert json.loads(path.read_text())[key]["layers"] == [STOCK] * len(ROW_BUCKETS)
     monkeypatch.setattr(kernel_plan, "_probed", set())  # a new process: the re-timed plan agrees with a probe
     assert cached_plan(path, layers, head) == plan and calls[2:] == [kernel_plan.PROBE_BUCKETS]

@@ -28,7 +28,7 @@ PROMPT = "Give three tips for staying focused while studying."
 @pytest.fixture(scope="module")
 def app_url():
     """``python app.py`` on a free localhost port; stopped after the module's tests."""
-    with running_app(ROOT, ARTIFACTS / "app-server.log", env={"HF_HUB_OFFLINE": "1"}) as app:
+    with running_app(ROOT, ARTIFACTS / "app-server.log", ("--dtype", "float32"), env={"HF_HUB_OFFLINE": "1"}) as app:
         yield app.url
 
 
@@ -257,7 +257,7 @@ def test_corpus_drafts_show_in_their_own_colour():
     proposed are underlined in wavy orange in the chat bubble. Saves ``test-artifacts/app-corpus-1280.png``."""
     from playwright.sync_api import sync_playwright
 
-    with running_app(ROOT, ARTIFACTS / "app-corpus-server.log", ("--drafts", "all"),
+    with running_app(ROOT, ARTIFACTS / "app-corpus-server.log", ("--drafts", "all", "--dtype", "float32"),
                      env={"HF_HUB_OFFLINE": "1"}) as app, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1400})

@@ -1,0 +1,132 @@
+"""Which dtype a CPU model runs in, and whether its passes are proved row-invariant there.
+
+``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does:
+the lean forward's AR pass and an 8-row tree-sized pass are timed in float32 and in bfloat16, the
+bf16 passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds
+and it is faster; elsewhere float32. The choice and each probe are cached by machine, torch version,
+dtype and model shapes, like the kernel plans.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .device import cpu_info, describe_cpu
+from .invariance import Invariance, probe_row_invariance
+
+INVARIANCE_VERSION = "v1"
+MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
+TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
+
+
+def bf16_hardware() -> bool:
+    """Whether this CPU computes bf16 products in hardware (AMX or AVX512-BF16) and oneDNN uses it."""
+    flags = set(cpu_info().get("flags", "").split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def model_key(model: nn.Module, what: str) -> str:
+    """What a cached probe or choice depends on: this CPU, torch, the model's dtype and shapes."""
+    config = model.config.get_text_config()
+    shapes = [getattr(config, name, None) for name in ("model_type", "hidden_size", "intermediate_size",
+                                                       "num_hidden_layers", "num_attention_heads",
+                                                       "num_key_value_heads", "vocab_size")]
+    dtype = model.get_input_embeddings().weight.dtype
+    return "|".join([what, describe_cpu(), torch.__version__, str(dtype), str(shapes), INVARIANCE_VERSION])
+
+
+def cached(path: Path | None, key: str, compute: Callable[[], dict]) -> dict:
+    """``compute()``'s JSON-able result, stored under ``key`` in the JSON file ``path`` (None: not kept)."""
+    try:
+        table = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    except (OSError, ValueError):
+        table = {}
+    if key in table:
+        return table[key]
+    table[key] = result = compute()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(table, indent=1))
+        temporary.replace(path)
+    return result
+
+
+def checked_invariance(model: nn.Module, lean, path: Path | None) -> Invariance:
+    """The row-invariance probe of ``model`` on its lean forward, cached in ``path``."""
+    found = cached(path, model_key(model, "row-invariance"), lambda: asdict(probe_row_invariance(model, lean)))
+    return Invariance(**found)
+
+
+@torch.inference_mode()
+def pass_milliseconds(model: nn.Module, lean) -> dict[str, float]:
+    """Median ms of the lean forward's AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens."""
+    embed = model.get_input_embeddings()
+    tokens = torch.arange(3, 3 + TIMED_CONTEXT + TIMED_ROWS) % embed.weight.shape[0]
+    cache = lean.new_cache(len(tokens))
+    try:
+        lean.forward(cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
+                     torch.ones(TIMED_CONTEXT, TIMED_CONTEXT, dtype=torch.bool).tril())
+        times = {}
+        for rows in (1, TIMED_ROWS):
+            allowed = torch.ones(rows, TIMED_CONTEXT + rows, dtype=torch.bool).tril(TIMED_CONTEXT)
+            embeds, positions = embed(tokens[TIMED_CONTEXT:TIMED_CONTEXT + rows]), TIMED_CONTEXT + torch.arange(rows)
+            seconds = []
+            for _ in range(TIMED_REPEATS + 1):
+                started = time.perf_counter()
+                lean.forward(cache, embeds, positions, allowed)
+                seconds.append(time.perf_counter() - started)
+                cache.crop(-rows)
+            times[f"{rows} rows"] = 1000 * statistics.median(seconds[1:])
+        return times
+    finally:
+        lean.release(cache)
+
+
+@dataclass(frozen=True)
+class DtypeChoice:
+    """What ``--dtype auto`` took on this CPU and why."""
+
+    dtype: str  # "float32" | "bfloat16"
+    reason: str
+
+
+def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], nn.Module], path: Path | None
+                     ) -> tuple[nn.Module, DtypeChoice]:
+    """``model`` (float32, not yet prepared) prepared by ``prepare`` (kernels and lean forward attached)
+    in the dtype ``--dtype auto`` takes (module docstring): float32, or bfloat16 where measured better."""
+    from .lean_llama import lean_of
+
+    if not bf16_hardware():
+        return prepare(model), DtypeChoice("float32", "no bf16 hardware on this CPU")
+    prepared: dict[torch.dtype, nn.Module] = {}
+
+    def measure() -> dict:
+        prepared[torch.bfloat16] = half = prepare(copy.deepcopy(model).to(torch.bfloat16))
+        prepared[torch.float32] = full = prepare(model)
+        invariance = checked_invariance(half, lean_of(half), path)
+        return {"float32": pass_milliseconds(full, lean_of(full)), "bfloat16": pass_milliseconds(half, lean_of(half)),
+                "invariance": invariance.describe(), "invariant": invariance.holds}
+
+    found = cached(path, model_key(model, "dtype-choice"), measure)
+    costs = {name: sum(found[name].values()) for name in ("float32", "bfloat16")}
+    timing = ", ".join(f"{name} {' / '.join(f'{ms:.1f}' for ms in found[name].values())} ms at 1 / {TIMED_ROWS} rows"
+                       for name in ("float32", "bfloat16"))
+    if not found["invariant"]:
+        choice = DtypeChoice("float32", f"bfloat16 passes are {found['invariance']} ({timing})")
+    elif costs["bfloat16"] > (1 - MIN_GAIN) * costs["float32"]:
+        choice = DtypeChoice("float32", f"bfloat16 is not faster here ({timing})")
+    else:
+        choice = DtypeChoice("bfloat16", f"bf16 hardware, row-invariant, faster ({timing})")
+    dtype = getattr(torch, choice.dtype)
+    return prepared.get(dtype) or prepare(model.to(dtype)), choice

@@ -1,0 +1,92 @@
+"""Row-invariant attention: a tree row's output is bitwise the output of the same row alone in an AR
+pass, wherever its keys sit, whatever the other rows; and it is softmax attention."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bita.model.exact_attention import CHUNK, exact_attention, exact_layout
+
+SHAPES = [(3, 3, 64), (2, 2, 16), (1, 8, 32)]  # kv_heads, query heads per kv head, head_dim
+
+
+def tree_pass(generator, parents, masks, base, context, dtype, kv_heads, dim):
+    """A cache of ``base`` prompt slots, ``context`` cached keys, then a pass: the root, nodes with
+    ``parents`` (-1: the root), and ``masks`` mask rows seeing the prompt slots and the root. Returns
+    keys, values [kv, capacity, d], allowed [R, base + context + R], each node's path of slots."""
+    rows = 1 + len(parents) + masks
+    capacity = base + context + rows + 2 * CHUNK
+    keys = torch.randn(kv_heads, capacity, dim, generator=generator).to(dtype)
+    values = torch.randn(kv_heads, capacity, dim, generator=generator).to(dtype)
+    start = base + context
+    allowed = torch.zeros(rows, start + rows, dtype=torch.bool)
+    allowed[:, base:start] = True
+    paths = [[start]]
+    for node, parent in enumerate(parents):
+        paths.append(paths[parent + 1] + [start + 1 + node])
+    for row, path in enumerate(paths):
+        allowed[row, path] = True
+    for mask in range(masks):
+        row = len(paths) + mask
+        allowed[row, :base] = True
+        allowed[row, [start, start + row]] = True
+    return keys, values, allowed, paths
+
+
+def alone(query_row, keys, values, base, context, path, dtype):
+    """The same row in an AR pass: no prompt slots, its keys contiguous, run as two rows (a copy)."""
+    order = list(range(base, base + context)) + path
+    capacity = len(order) + 2 * CHUNK
+    ar_keys = torch.zeros(keys.shape[0], capacity, keys.shape[2], dtype=dtype)
+    ar_values = torch.zeros_like(ar_keys)
+    ar_keys[:, :len(order)], ar_values[:, :len(order)] = keys[:, order], values[:, order]
+    allowed = torch.zeros(2, len(order) + 1, dtype=torch.bool)
+    allowed[:, :len(order)] = True
+    layout = exact_layout(allowed, torch.arange(2), 0)
+    return exact_attention(query_row.expand(2, -1, -1), ar_keys, ar_values, layout)[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_heads,groups,dim", SHAPES)
+def test_a_tree_row_attends_bitwise_as_it_does_alone(dtype, kv_heads, groups, dim):
+    """Contexts from 1 key to past several chunks, trees whose paths cross a chunk boundary, mask rows
+    beside them: every root and node row equals its AR row exactly (many rows: a single row hides
+    differences of accumulation order)."""
+    generator = torch.Generator().manual_seed(0)
+    parents = [-1, 0, 1, -1, 0, 3, 2, 6, 4]  # a chain of 5 with siblings hanging off it
+    compared = 0
+    for context in [1, 5, CHUNK - 3, CHUNK - 1, CHUNK, CHUNK + 7, 3 * CHUNK - 2, 300]:
+        for base in (0, 4, 16):
+            keys, values, allowed, paths = tree_pass(generator, parents, 3, base, context, dtype, kv_heads, dim)
+            rows = allowed.shape[0]
+            query = torch.randn(rows, kv_heads * groups, dim, generator=generator).to(dtype)
+            exact_rows = (~allowed[:, :base].any(-1)).nonzero().flatten() if base else torch.arange(len(paths))
+            layout = exact_layout(allowed, exact_rows, base)
+            together = exact_attention(query[exact_rows], keys, values, layout)
+            for row, path in enumerate(paths):
+                single = alone(query[row], keys, values, base, context, path, dtype)
+                assert torch.equal(together[row], single), (context, base, row)
+                compared += 1
+    assert compared == 8 * 3 * 10
+
+
+@pytest.mark.parametrize("kv_heads,groups,dim", SHAPES)
+def test_exact_attention_is_softmax_attention(kv_heads, groups, dim):
+    """Within float32 rounding of SDPA on the same mask (prompt slots hidden, siblings hidden)."""
+    generator = torch.Generator().manual_seed(1)
+    keys, values, allowed, paths = tree_pass(generator, [-1, 0, -1, 1], 0, 8, 150, torch.float32, kv_heads, dim)
+    query = torch.randn(len(paths), kv_heads * groups, dim, generator=generator)
+    rows = torch.arange(len(paths))
+    ours = exact_attention(query, keys, values, exact_layout(allowed, rows, 8))
+    width = allowed.shape[1]
+    reference = F.scaled_dot_product_attention(query.transpose(0, 1)[None], keys[None, :, :width],
+                                               values[None, :, :width], attn_mask=allowed[None, None],
+                                               enable_gqa=True)[0].transpose(0, 1)
+    torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_a_row_that_misses_the_first_context_slot_is_refused():
+    allowed = torch.zeros(2, 10, dtype=torch.bool)
+    allowed[:, 5:] = True
+    with pytest.raises(ValueError, match="first context slot"):
+        exact_layout(allowed, torch.arange(2), 4)
