@@ -25,7 +25,7 @@ class Engine:
         for this model's weights, that one and ``untrained``."""
         self.thread = ModelThread()
         self.loaded = self.thread.call(load)
-        self.device = describe_device(self.loaded.device)
+        self.device = f"{describe_device(self.loaded.device)}, {str(self.loaded.model.dtype).removeprefix('torch.')}"
         self._cache: dict = {}  # only the model thread reads and fills it
         self.default_adapter = adapter or default_adapter_name(self.loaded)
         self.thread.call(self._adapter, self.default_adapter)  # a wrong adapter fails here, not in a page

@@ -9,11 +9,11 @@ from .race import Lane, drafted, speedup
 
 
 def introduction(model: str, device: str, exact: bool = True) -> str:
-    """The page's heading and what its colours mean; ``exact``: the model runs in fp32, not k-bit
-    (LoadedModel.exact), where greedy answers are AR's token for token."""
-    identity = ("Every answer is token-for-token what plain greedy decoding gives" if exact else
-                "In this precision a tree pass rounds differently from a one-token pass, so a greedy answer may "
-                "part from plain greedy decoding at a near tie (fp32 is the lossless mode)")
+    """The page's heading and what its colours mean; ``exact``: its passes were proved row-invariant
+    here, or it runs in fp32, not k-bit (LoadedModel.exact), where greedy answers are AR's token for token."""
+    identity = ("Every answer is token-for-token what plain greedy decoding gives in this precision" if exact else
+                "In this precision a tree pass was not proved to round as a one-token pass does, so a greedy answer "
+                "may part from plain greedy decoding at a near tie (fp32 is the lossless mode)")
     return (f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{model}** on **{device}**. "
             f"{identity} (sampled answers, at a temperature above 0, follow exactly the distribution AR sampling "
             "draws from); the colours show which forward pass produced each token and how (hover a token for its "

@@ -44,6 +44,8 @@ def test_identity_is_claimed_only_in_fp32_without_k_bit_weights():
     assert not loaded.exact
     del model.hf_quantizer
     assert not LoadedModel(tiny_model("llama").to(torch.bfloat16), None, "tiny", torch.device("cpu")).exact
+    proved = LoadedModel(tiny_model("llama").to(torch.bfloat16), None, "tiny", torch.device("cpu"), row_invariant=True)
+    assert proved.exact  # bf16 whose passes the probe proved row-invariant (invariance.py)
     assert "token-for-token" in introduction("m", "cpu", exact=True)
     half = introduction("m", "cuda", exact=False)
     assert "token-for-token" not in half and "near tie" in half and "fp32 is the lossless mode" in half
