@@ -15,7 +15,7 @@ from bita.generate import collect, stream_ar, stream_bita
 from bita.model.loading import encode_chat
 from bita.model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from bita.plan.acceptance import draft_ranks
-from bita.plan.autotree import pass_sample_forecasts
+from bita.plan.autotree import candidate_trees, pass_sample_forecasts
 from bita.plan.tree_plan import DEFAULT_TREE, plan_tree
 
 PROMPTS = [
@@ -119,10 +119,13 @@ def test_auto_plans_a_sampled_request_at_its_setting(default_model, adapter):
     decodes plain AR under ``auto`` and says why."""
     warm = plan_tree(default_model, adapter, DEFAULT_TREE, "masks", sampling=Sampling(1.0, seed=0))
     assert "forecast at temperature 1.0" in warm.reason and warm.ranking
-    # every shape, forecast both ways (not the two rankings' tops: which shapes lead depends on this CPU's costs)
+    # every candidate forecast both ways (not the two rankings' tops: which lead depends on this CPU's costs):
+    # each static tree, and each dynamic row budget (its best depth, which may differ between the two)
     greedy = pass_sample_forecasts(adapter)
     sampled = pass_sample_forecasts(adapter, Sampling(1.0, seed=0))
-    assert [shape for shape, _ in sampled] == [shape for shape, _ in greedy] and len(greedy) > 10
+    static = len(candidate_trees(adapter.n_masks))
+    assert [shape for shape, _ in sampled[:static]] == [shape for shape, _ in greedy[:static]] and static > 10
+    assert [shape.rows for shape, _ in sampled[static:]] == [shape.rows for shape, _ in greedy[static:]]
     assert all(hot.tokens_per_pass < cold.tokens_per_pass for (_, hot), (_, cold) in zip(sampled, greedy))
     stale = copy.copy(adapter)
     stale.config = replace(adapter.config, acceptance={key: value for key, value in adapter.config.acceptance.items()

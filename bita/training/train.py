@@ -53,6 +53,7 @@ class TrainConfig:
     checkpoint_every: int = 25
     max_seconds: float = 0.0  # stop this run (checkpointed, adapter saved) after this much training time; 0 = none
     seed: int = 0
+    mixed_precision: str = "no"  # "bf16": the passes under autocast (the adapter's parameters stay fp32); "no"
 
 
 def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, device) -> list[float]:
@@ -128,7 +129,7 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
     from accelerate import Accelerator
 
     # cpu=True lets a multi-process launch on a CPU-only machine use gloo (MULTI_CPU).
-    accelerator = Accelerator(cpu=device_of(model).type == "cpu")
+    accelerator = Accelerator(cpu=device_of(model).type == "cpu", mixed_precision=config.mixed_precision)
     device = accelerator.device
     model.to(device)
     train_set, heldout = split_samples(config)
