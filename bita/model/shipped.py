@@ -1,4 +1,4 @@
-"""Adapters shipped under ``assets/adapters`` and how a run picks one."""
+"""Adapters shipped under ``bita/assets/adapters`` (package_data.py) and how a run picks one."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from pathlib import Path
 
 from torch import nn
 
+from ..package_data import ADAPTERS
 from .adapter import CONFIG_NAME, BitaAdapter, weights_fingerprint
 from .loading import LoadedModel
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "adapters"
 UNTRAINED = "untrained"
 
 
 def shipped_adapters() -> dict[str, Path]:
     """Name -> directory of each shipped adapter."""
-    if not ASSETS.is_dir():
+    if not ADAPTERS.is_dir():
         return {}
-    return {p.name: p for p in sorted(ASSETS.iterdir()) if (p / CONFIG_NAME).is_file()}
+    return {p.name: p for p in sorted(ADAPTERS.iterdir()) if (p / CONFIG_NAME).is_file()}
 
 
 def adapters_for(model: nn.Module) -> list[str]:

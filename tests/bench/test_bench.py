@@ -44,7 +44,7 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
                        + json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"}]}) + "\n")
     report_path, table_path, page = tmp_path / "bench.json", tmp_path / "bench.md", tmp_path / "bench.html"
     code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "efficient:2,2,1",
-                 "--json", str(report_path), "--markdown", str(table_path), "--html", str(page)])
+                 "--json-out", str(report_path), "--markdown", str(table_path), "--html", str(page)])
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
@@ -76,7 +76,7 @@ def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path
     report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
     code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "chain:2",
                  "--methods", "ar,pld,bita", "--temperature", "0.7", "--top-k", "40", "--seed", "3",
-                 "--json", str(report_path), "--markdown", str(table_path)])
+                 "--json-out", str(report_path), "--markdown", str(table_path)])
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     assert report["setup"]["sampling"] == {"temperature": 0.7, "top_p": 1.0, "top_k": 40, "seed": 3}
