@@ -15,7 +15,8 @@ from bita.cli import main
 from bita.cli.deploy import MARKER, build_space, front_matter, front_matter_value, push_space
 from bita.decode.hf_reference import hf_generate
 from bita.errors import BitaError
-from bita.model.adapter import WEIGHTS_NAME, BitaAdapter
+from bita.model.adapter import BitaAdapter
+from bita.model.adapter_files import WEIGHTS_NAME
 from bita.model.loading import DEFAULT_GGUF, default_gguf_path, encode_chat
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout a Space is built from
@@ -60,6 +61,7 @@ def run_cli(capsys, *args):
     (["--prompt", "word " * 9000], "context holds"),
     (["--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model"),
     (["--prompt", "hi", "--adapter", "/nonexistent/adapter"], "no BiTA adapter"),
+    (["--prompt", "hi", "--adapter", "no-such-user/no-such-adapter"], "not in the local Hugging Face cache"),
     (["--prompt", "hi", "--tree", "efficient:3,3,3,3"], "depth 4"),
     (["--prompt", "hi", "--temperature", "-1"], "temperature must be"),
     (["--prompt", "hi", "--temperature", "0.7", "--top-p", "1.5"], "top_p must be"),
