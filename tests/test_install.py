@@ -1,5 +1,6 @@
 """``pip install .`` as a user gets it: the wheel built from the checkout, installed into a fresh
-virtual environment, and the ``bita`` command and the README's library example run from a temporary
+virtual environment, and the ``bita`` command, the README's library example and the
+``custom_generate/`` recipe (loaded as transformers loads a Hub repository's) run from a temporary
 folder, far from the repository.
 
 The fresh environment sees the project's own environment's packages through a ``.pth`` file (torch
@@ -29,9 +30,24 @@ FIXED = ["--kernels", "stock", "--tree", "efficient:2,1"]  # no timing run: the 
 PROMPT = "Write a Python function that reverses a string."
 
 
+RECIPE_RUN = """
+import json, sys, torch, bita
+from transformers import TextStreamer
+loaded = bita.load_model(kernels="stock")
+ids = torch.tensor([bita.encode_chat(loaded.tokenizer, [{"role": "user", "content": "Name three colours."}])])
+plain = loaded.model.generate(ids, max_new_tokens=24, do_sample=False)
+streamer = TextStreamer(loaded.tokenizer, skip_prompt=True, skip_special_tokens=True)
+out = loaded.model.generate(ids, max_new_tokens=24, do_sample=False, custom_generate=sys.argv[1],
+                            trust_remote_code=True, tree="efficient:2,1", streamer=streamer)
+text = loaded.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+print(json.dumps({"identical": torch.equal(out, plain), "text": text}))  # the last line; the streamed text above
+"""
+
+
 def run(command: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     done = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""})
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": "",
+                               "HF_MODULES_CACHE": str(cwd / "hf-modules")})
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -101,6 +117,15 @@ def test_the_readme_library_example_runs_from_elsewhere(installed, tmp_path):
     assert text.strip() and float(tau) > 1
     origin = run([bin_folder / "python", "-c", "import bita; print(bita.__file__)"], cwd=tmp_path).stdout
     assert "site-packages" in origin and str(ROOT) not in origin
+
+
+def test_the_custom_generate_recipe_streams_and_is_identical(installed, tmp_path):
+    _, bin_folder, _ = installed
+    shutil.copytree(ROOT / "custom_generate", tmp_path / "recipe" / "custom_generate")  # a Hub repository's layout
+    done = run([bin_folder / "python", "-c", RECIPE_RUN, tmp_path / "recipe"], cwd=tmp_path)
+    streamed, last = done.stdout.rstrip("\n").rsplit("\n", 1)
+    result = json.loads(last)
+    assert result["identical"] and result["text"].strip() and streamed.strip() == result["text"].strip()
 
 
 def version() -> str:
