@@ -90,7 +90,7 @@ def test_the_wheel_holds_the_packages_and_their_assets_only(installed):
     assert {"bita/assets/app.js", "bita/assets/app.css"} <= set(names)
     assert not any(name.endswith(".png") or "__pycache__" in name for name in names)  # no screenshots
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
-    assert "Provides-Extra: app" in metadata and "Provides-Extra: train" in metadata and "Provides-Extra: kbit" in metadata
+    assert all(f"Provides-Extra: {extra}" in metadata for extra in ("app", "train", "kbit"))
     assert wheel.stat().st_size < 15e6, wheel.stat().st_size
     print(f"\nwheel {wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB; build {timings['build_s']:.1f} s, "
           f"fresh environment + install {timings['install_s']:.1f} s")

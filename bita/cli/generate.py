@@ -9,7 +9,8 @@ from ..bench.divergence import divergence
 from ..errors import BitaError
 from ..generate import collect, stream_bita
 from ..plan.tree_plan import plan_tree
-from .arguments import ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from, sampling_from
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+                        sampling_from)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

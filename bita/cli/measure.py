@@ -9,7 +9,8 @@ import logging
 
 from ..errors import BitaError
 from ..plan.tree_plan import plan_tree
-from .arguments import ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from, sampling_from
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+                        sampling_from)
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
                        "hfs (HF generate with a static cache, which it compiles on a GPU), ar (our AR loop, "
-                       "loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
+                       "loaded kernels), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
+                       "custom_generate), bita; bita and a baseline")
     bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     bench.add_argument("--json-out", help="write the full report (every prompt, every method) as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")

@@ -124,7 +124,7 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
     def __init__(self, config: AdapterConfig):
         super().__init__()
         self.config = config
-        self._hub_mixin_config = None  # the mixin would write it as config.json, transformers' name: see save
+        self._hub_mixin_config = None  # else the mixin writes it as config.json, transformers' file name
         std, p = config.init_std, config.prompt_tokens
         deep = config.prompt_style == "deep" and p > 0
         shapes = config.base.kv_shapes if deep and not config.prompt_reparam else []
