@@ -28,6 +28,6 @@ from .model.loading import encode_chat, load_model
 from .model.shipped import resolve_adapter
 from .plan.tree_plan import TreePlan, plan_tree
 
-__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan", "collect",
-           "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf", "stream_ar",
-           "stream_bita"]
+__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan",
+           "collect", "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf",
+           "stream_ar", "stream_bita"]
