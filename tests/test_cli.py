@@ -49,6 +49,22 @@ def test_sampled_generate_reports_its_seed_and_reproduces(capsys, default_model)
     assert first["text"] == second["text"] and first["new_tokens"] > 0
 
 
+def test_version_and_help_show_what_a_user_needs(capsys):
+    from bita import __version__
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip().endswith(f" {__version__}")
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the most new tokens to generate (default: 128)" in help_text and "--mode {bita,ar,both}" in help_text
+    assert "(default: bita)" in help_text and "(default: None)" not in help_text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
+
+
 def run_cli(capsys, *args):
     code = main(["generate", *args])
     captured = capsys.readouterr()
