@@ -16,6 +16,7 @@ is refused. Binds to localhost unless told otherwise.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from functools import partial
@@ -32,6 +33,8 @@ from bita.serve.cpu_quota import container_cpus
 from bita.serve.engine import Engine
 from bita.serve.page import PAGE_CSS, PAGE_JS, build_app
 from bita.serve.space_runtime import Limits, ensure_model_package, limits_for, refuse_zero_gpu
+
+logger = logging.getLogger("app")
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,6 +69,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_arguments()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # a server's log: its notices are its record
     try:
         refuse_zero_gpu(os.environ)
         if args.model == "default":
@@ -78,7 +82,7 @@ def main() -> None:
     except BitaError as error:
         sys.exit(f"error: {error}")
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving
-    print(f"tree for {engine.default_adapter}: {plan.reason}", flush=True)
+    logger.info("tree for %s: %s", engine.default_adapter, plan.reason)
     limits = Limits(args.max_new_tokens, args.queue_size)
     build_app(engine, limits, args.concurrency, args.tree, args.drafts).launch(
         server_name=args.host, server_port=args.port, js=PAGE_JS, css=PAGE_CSS)

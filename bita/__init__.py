@@ -14,6 +14,9 @@ forward pass, verification, records) -> ``plan`` (which tree pays here) -> ``gen
 (validated streams) -> ``bench`` / ``serve`` / ``cli``; ``training`` makes adapters.
 """
 
+__version__ = "0.1.0"
+
+from . import hf  # bita.hf.generate: BiTA inside model.generate (custom_generate)
 from .bench.baselines import run_hf
 from .decode.records import StepRecord
 from .decode.sampling import Sampling
@@ -25,5 +28,6 @@ from .model.loading import encode_chat, load_model
 from .model.shipped import resolve_adapter
 from .plan.tree_plan import TreePlan, plan_tree
 
-__all__ = ["BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan", "collect", "encode_chat",
-           "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf", "stream_ar", "stream_bita"]
+__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan",
+           "collect", "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf",
+           "stream_ar", "stream_bita"]

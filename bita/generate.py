@@ -10,7 +10,7 @@ from .decode.autoregressive import ar_steps
 from .decode.records import StepRecord
 from .decode.sampling import GREEDY, Sampling
 from .decode.step import bita_steps
-from .decode.stopping import make_stop
+from .decode.stopping import StopCondition, make_stop
 from .drafts.sources import DEFAULT_DRAFTS
 from .drafts.tree import DraftTree
 from .errors import BitaError
@@ -75,26 +75,29 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
                 tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
                 record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
                 ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None,
-                corpus: str | None = None) -> Iterator[StepRecord]:
+                corpus: str | None = None, stop: StopCondition | None = None) -> Iterator[StepRecord]:
     """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
     (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator;
-    ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers)."""
+    ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers);
+    ``stop``: when to stop, in place of the model's own (``make_stop`` with ``stop_strings``; bita/hf.py
+    stops where HF ``generate`` would)."""
     sampling = check_sampling(sampling)
     plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling, corpus=corpus)
     if plan.tree is None:
-        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling)
+        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
-    stop = make_stop(loaded, max_new_tokens, stop_strings)
+    stop = stop or make_stop(loaded, max_new_tokens, stop_strings)
     return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
                       sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
-              stop_strings: tuple[str, ...] = (), sampling: Sampling | None = None) -> Iterator[StepRecord]:
-    """Validated AR step stream, greedy (``sampling`` None) or sampled."""
+              stop_strings: tuple[str, ...] = (), sampling: Sampling | None = None,
+              stop: StopCondition | None = None) -> Iterator[StepRecord]:
+    """Validated AR step stream, greedy (``sampling`` None) or sampled; ``stop`` as in stream_bita."""
     sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
-    return ar_steps(loaded.model, prompt_ids, make_stop(loaded, max_new_tokens, stop_strings), sampling)
+    return ar_steps(loaded.model, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling)
 
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:

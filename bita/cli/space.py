@@ -16,6 +16,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--model", default="default", help="the model the Space serves: the default (embedded "
                        "SmolLM2-135M-Instruct), a .gguf file, a folder holding one, or gemma-3-270m-q4_k_m.gguf "
                        "(from its package); the GGUF travels in the Space's folder")
+    build.add_argument("--source", type=Path, help="the repository checkout to build from (default: the working "
+                       "directory)")
     build.set_defaults(run=run_build)
     push = actions.add_parser("push", help="upload a built folder (default: a fresh build) to a Space")
     push.add_argument("repo_id", help="the Space, as USER/NAME (created if missing)")
@@ -29,7 +31,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def run_build(args: argparse.Namespace) -> dict:
     from .deploy import build_space
 
-    files = build_space(args.folder, model=args.model)
+    files = build_space(args.folder, args.source, args.model)
     size = sum((args.folder / path).stat().st_size for path in files)
     return {"text": f"wrote {len(files)} files ({size / 1e6:.1f} MB) to {args.folder}", "folder": str(args.folder),
             "files": len(files), "bytes": size}

@@ -6,37 +6,40 @@ Deep prompts may be *reparameterised* while training (prefix-tuning's MLP: per p
 free vector, mapped by a two-layer MLP to every layer's key/value); ``folded`` turns such an
 adapter into plain key/values, so inference never sees the MLP.
 
-Saved as a directory holding ``adapter.safetensors`` and ``adapter_config.json``; the
-config records the identity of the base model so that a mismatched adapter is refused.
+Saved as a folder (adapter_files.py: the tensors, a config naming the base model and recording its
+identity so that a mismatched adapter is refused, the draft statistics, a model card) and shared
+through the Hugging Face Hub with ``huggingface_hub``'s ``ModelHubMixin``: ``push_to_hub(USER/NAME)``,
+``BitaAdapter.from_pretrained(USER/NAME or a folder)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from huggingface_hub import ModelCard, ModelHubMixin
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import DynamicCache
 
 from ..errors import BitaError
+from .adapter_card import is_generated_card, model_card
+from .adapter_files import (ACCEPTANCE_NAME, CARD_NAME, LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME, WEIGHTS_NAME,
+                            adapter_folder, adapter_paths, atomic_write, config_texts, read_config)
 
-WEIGHTS_NAME = "adapter.safetensors"
-CONFIG_NAME = "adapter_config.json"
-FORMAT = "bita-adapter/1"
 PROMPT_STYLES = ("deep", "shallow")
 
 
 @dataclass
 class BaseIdentity:
-    """What an adapter was made for. ``kv_shapes``: per layer [kv_heads, head_dim]."""
+    """What an adapter was made for. ``name``: what the base model was loaded by (a Hub id, a path,
+    ``SmolLM2-135M-Instruct`` for the embedded default); ``revision``: its Hub commit, where it came
+    from the Hub; ``kv_shapes``: per layer [kv_heads, head_dim]."""
 
     name: str
     model_type: str
@@ -46,6 +49,7 @@ class BaseIdentity:
     vocab_size: int
     fingerprint: str
     kv_shapes: list[list[int]]
+    revision: str | None = None
 
     def mismatches(self, other: BaseIdentity) -> list[str]:
         """Human-readable differences (the name alone is not one: paths move)."""
@@ -65,16 +69,10 @@ class AdapterConfig:
     training: dict = field(default_factory=dict)
     acceptance: dict = field(default_factory=dict)  # draft-rank statistics, see calibration.py
 
-    def to_json(self) -> str:
-        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)
-
     @classmethod
-    def from_json(cls, text: str) -> AdapterConfig:
-        data = json.loads(text)
-        if data.pop("format", None) != FORMAT:
-            raise ValueError(f"not a {FORMAT} config")
-        data["base"] = BaseIdentity(**data["base"])
-        return cls(**data)
+    def from_dict(cls, data: dict) -> AdapterConfig:
+        """From ``adapter_files.read_config``'s dict (TypeError where a field is missing or unknown)."""
+        return cls(**{**data, "base": BaseIdentity(**data["base"])})
 
 
 def weights_fingerprint(model: nn.Module) -> str:
@@ -108,10 +106,12 @@ def base_identity(model: nn.Module, name: str | None = None) -> BaseIdentity:
         vocab_size=model.get_output_embeddings().weight.shape[0],
         fingerprint=weights_fingerprint(model),
         kv_shapes=kv_shapes,
+        revision=getattr(config, "_commit_hash", None),  # set by transformers for a model from the Hub
     )
 
 
-class BitaAdapter(nn.Module):
+class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=["bita", "speculative-decoding"],
+                  paper_url="https://arxiv.org/abs/2401.12522"):
     """Learnable parameters of BiTA (the base model stays frozen).
 
     Deep:    prompt_keys[l], prompt_values[l]: [kv_heads_l, P, head_dim_l], raw cache entries.
@@ -124,6 +124,7 @@ class BitaAdapter(nn.Module):
     def __init__(self, config: AdapterConfig):
         super().__init__()
         self.config = config
+        self._hub_mixin_config = None  # else the mixin writes it as config.json, transformers' file name
         std, p = config.init_std, config.prompt_tokens
         deep = config.prompt_style == "deep" and p > 0
         shapes = config.base.kv_shapes if deep and not config.prompt_reparam else []
@@ -228,23 +229,59 @@ class BitaAdapter(nn.Module):
             raise BitaError(f"adapter was made for {self.config.base.name!r}, not this model: " + "; ".join(problems))
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write weights and config atomically (temporary files, then rename)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        """Write the adapter's folder (adapter_files.py: tensors, config, statistics, model card); each
+        file atomically (a temporary file, then a rename)."""
+        self.save_pretrained(directory)
+        return Path(directory)
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        """ModelHubMixin's hook under ``save_pretrained`` and ``push_to_hub``: the tensors, the config
+        and the statistics; a model card this class generated earlier is removed, so that the mixin
+        writes a fresh one (a card of the user's own stays)."""
         tensors = {name: p.detach().float().cpu().contiguous() for name, p in self.named_parameters()}
-        _atomic_write(directory / WEIGHTS_NAME, lambda path: save_file(tensors, path))
-        _atomic_write(directory / CONFIG_NAME, lambda path: Path(path).write_text(self.config.to_json()))
-        return directory
+        atomic_write(save_directory / WEIGHTS_NAME, lambda path: save_file(tensors, path))
+        for name, text in config_texts(asdict(self.config)).items():
+            atomic_write(save_directory / name, lambda path, text=text: Path(path).write_text(text))
+        for stale in (LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME) + (() if self.config.acceptance else (ACCEPTANCE_NAME,)):
+            (save_directory / stale).unlink(missing_ok=True)
+        card = save_directory / CARD_NAME
+        if card.is_file() and is_generated_card(card.read_text()):
+            card.unlink()
+
+    def generate_model_card(self, repo_id: str | None = None) -> ModelCard:
+        """The model card (``base_model:`` and the training figures); ``repo_id``: the repository
+        its usage example names."""
+        return model_card(asdict(self.config), sum(p.numel() for p in self.parameters()), repo_id)
+
+    def push_to_hub(self, repo_id: str, **kwargs) -> str:
+        """ModelHubMixin's upload (``create_repo`` and one ``upload_folder`` commit), with a model card
+        naming ``repo_id``. Returns the commit's URL."""
+        kwargs["model_card_kwargs"] = {"repo_id": repo_id, **(kwargs.get("model_card_kwargs") or {})}
+        return super().push_to_hub(repo_id, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *, model: nn.Module | None = None,
+                        revision: str | None = None, cache_dir: str | Path | None = None,
+                        local_files_only: bool | None = None, token: str | bool | None = None,
+                        force_download: bool = False) -> BitaAdapter:
+        """An adapter from a folder or a Hub repository ``USER/NAME`` (from the local Hugging Face
+        cache where it is there, else downloaded: adapter_files.adapter_folder); given ``model``,
+        checked to be made for it and placed on its device."""
+        folder = adapter_folder(pretrained_model_name_or_path, revision, cache_dir, local_files_only, token,
+                                force_download)
+        return cls.load(folder, model)
 
     @classmethod
     def load(cls, directory: str | os.PathLike, model: nn.Module | None = None) -> BitaAdapter:
-        """Load and, given ``model``, check it was made for that model."""
+        """Load the adapter in folder ``directory`` (either format) and, given ``model``, check it was
+        made for that model."""
         directory = Path(directory)
-        config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
-        if not config_path.is_file() or not weights_path.is_file():
-            raise BitaError(f"no BiTA adapter at {str(directory)!r}: expected {CONFIG_NAME} and {WEIGHTS_NAME}")
+        paths = adapter_paths(directory)
+        if paths is None:
+            adapter_folder(directory)  # raises its one-line error
+        config_path, weights_path = paths
         try:
-            config = AdapterConfig.from_json(config_path.read_text())
+            config = AdapterConfig.from_dict(read_config(config_path))
         except (ValueError, TypeError, KeyError) as error:
             raise BitaError(f"corrupted adapter config {str(config_path)!r}: {error}") from None
         try:
@@ -260,15 +297,3 @@ class BitaAdapter(nn.Module):
             adapter.check_compatible(model)
             adapter.to(model.get_input_embeddings().weight.device)
         return adapter
-
-
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes files private; adapters are shipped and shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

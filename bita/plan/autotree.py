@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -37,6 +37,8 @@ from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
 from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes
 from .sampled_forecast import forecasting
+
+logger = logging.getLogger(__name__)
 
 AUTO = "auto"
 MAX_TOPK = 6
@@ -95,8 +97,7 @@ def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = No
         disagreement = probe_disagrees(table, measure_pass_costs(loaded, adapter, [PROBE_TREE], context, PROBE_ROUNDS))
         if not disagreement:
             return table
-        print(f"the cached pass costs disagree with a probe now ({disagreement}): timing them again",
-              file=sys.stderr)
+        logger.info("the cached pass costs disagree with a probe now (%s): timing them again", disagreement)
     _probed.add(key)
     rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
     padded = isinstance(lean_of(loaded.model), PaddedLean)

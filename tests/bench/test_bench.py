@@ -44,7 +44,7 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
                        + json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"}]}) + "\n")
     report_path, table_path, page = tmp_path / "bench.json", tmp_path / "bench.md", tmp_path / "bench.html"
     code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "efficient:2,2,1",
-                 "--json", str(report_path), "--markdown", str(table_path), "--html", str(page)])
+                 "--json-out", str(report_path), "--markdown", str(table_path), "--html", str(page)])
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
@@ -75,8 +75,8 @@ def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path
     prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n")
     report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
     code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "chain:2",
-                 "--methods", "ar,pld,bita", "--temperature", "0.7", "--top-k", "40", "--seed", "3",
-                 "--json", str(report_path), "--markdown", str(table_path)])
+                 "--methods", "ar,pld,hfc,bita", "--temperature", "0.7", "--top-k", "40", "--seed", "3",
+                 "--json-out", str(report_path), "--markdown", str(table_path)])
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     assert report["setup"]["sampling"] == {"temperature": 0.7, "top_p": 1.0, "top_k": 40, "seed": 3}
@@ -115,3 +115,18 @@ def test_hf_generate_with_a_static_cache_gives_the_same_greedy_tokens():
 def test_bench_refuses_a_run_without_baseline(capsys):
     assert main(["bench", "--limit", "1", "--methods", "bita"]) == 2
     assert "baseline" in capsys.readouterr().err
+
+
+def test_bita_inside_hf_generate_is_a_method_of_its_own(default_model):
+    """``hfc``: BiTA through ``model.generate(custom_generate=bita.hf.generate)``, timed beside ``bita``
+    and giving its tokens."""
+    from bita.bench.report import run_method
+    from bita.model.loading import encode_chat
+    from bita.model.shipped import resolve_adapter
+    from bita.plan.tree_plan import plan_tree
+
+    adapter, _ = resolve_adapter(default_model, None)
+    plan = plan_tree(default_model, adapter, "efficient:2,1")
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Name three colours."}])
+    inside, alone = (run_method(m, default_model, adapter, plan, ids, 24) for m in ("hfc", "bita"))
+    assert inside.method == "hfc" and inside.tokens == alone.tokens and inside.seconds > 0
