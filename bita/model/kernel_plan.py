@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import logging
 import statistics
-import sys
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -53,6 +53,7 @@ PROBE_MARGIN = 0.15  # a cached plan is timed again where its path at a probed b
 _probed: set[str] = set()  # plan keys checked in this process
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
+logger = logging.getLogger(__name__)
 
 
 def bucket_of(rows: int) -> int:
@@ -212,8 +213,8 @@ def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
         disagreement = probe_disagrees(plan, kernel_times(layers, head, paths, PROBE_BUCKETS, PROBE_REPEATS))
         if disagreement is None:
             return plan
-        print(f"the cached kernel plan disagrees with a probe now ({disagreement}): timing this CPU's kernels "
-              "again", file=sys.stderr)
+        logger.warning("the cached kernel plan disagrees with a probe now (%s): timing this CPU's kernels again",
+                       disagreement)
     _probed.add(key)
     times = kernel_times(layers, head, paths)
     plan = plan_from(times)
