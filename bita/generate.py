@@ -77,7 +77,7 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
                 ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None,
                 corpus: str | None = None, stop: StopCondition | None = None) -> Iterator[StepRecord]:
     """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
-    (greedy) or a Sampling, drawn from the exact AR distribution with its own seeded generator;
+    (greedy) or a Sampling: the tokens sampled AR (``stream_ar``) draws with the same seed and settings;
     ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers);
     ``stop``: when to stop, in place of the model's own (``make_stop`` with ``stop_strings``; bita/hf.py
     stops where HF ``generate`` would)."""

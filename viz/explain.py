@@ -70,20 +70,18 @@ def total(record: StepRecord, bonus: str) -> str:
 
 
 def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
-    """The sentences of a sampled pass: per depth, the candidates tried in tree order (each
-    accepted with its probability under the model), then the drawn bonus."""
+    """The sentences of a sampled pass: per depth, the token the race picked at that row (the one AR
+    sampling draws at that position with this seed, bita/decode/verify.py), the candidate equal to it
+    accepted, then the bonus the race picked at the last accepted row."""
     steps = []
     for depth, previous, children, hit in walk(record):
-        tried = children[: children.index(hit)] if hit else children
-        lost = ", ".join(quoted(decode, n.token) for n in tried)
-        lead = (f"{depth}. After {quoted(decode, previous)}"
-                + (f" the candidates {lost} lost their draws;" if lost else ""))
+        lead = (f"{depth}. After {quoted(decode, previous)} the race (the model's probabilities against this "
+                "position's random draw) picked")
         if hit is not None:
-            steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit.token)} "
-                         f"({draft_origin(hit)}) won its draw (accepted with the model's probability of it): "
+            steps.append(f"{lead} the depth-{depth} candidate {quoted(decode, hit.token)} ({draft_origin(hit)}): "
                          "**accepted**.")
         else:
-            left = " without the rejected candidates (renormalised)" if tried else ""
-            steps.append(f"{lead} the bonus {quoted(decode, record.bonus)} is drawn from the model's "
-                         f"distribution{left}.")
-    return steps + [total(record, "the drawn bonus") + ", distributed exactly as AR sampling."]
+            lost = ", ".join(quoted(decode, n.token) for n in children)
+            steps.append(f"{lead} the bonus {quoted(decode, record.bonus)}"
+                         + (f"; the candidates {lost} lost." if lost else "."))
+    return steps + [total(record, "the bonus") + ", the tokens AR sampling draws with this seed."]

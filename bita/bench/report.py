@@ -11,8 +11,9 @@ from prompt to prompt (so no method always runs on a warmer cache); one short wa
 each comes first. Ratios are of totals: tokens/s = all new tokens / all seconds.
 
 Sampled (a ``Sampling`` with temperature > 0), every method and prompt starts from the same
-seed; the methods draw differently, so their tokens differ and no identity is checked: the
-report says how it sampled instead (the equality in distribution is tests/lossless/test_sampled.py's).
+seed, and identity is checked as for greedy: BiTA races each position against the vector our AR
+loop draws there (bita/decode/verify.py), so it emits our AR loop's tokens; HF ``generate`` draws
+the same numbers on the CPU, HF prompt lookup draws differently.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ class PromptResult:
     prompt_tokens: int
     new_tokens: int  # BiTA's (equal to the reference's when identical)
     forward_passes: int  # BiTA's
-    identical: bool | None  # BiTA's tokens == the reference's (see reference_of); None when sampled
+    identical: bool | None  # BiTA's tokens == the reference's (see reference_of); None only in reports from
+    #                         before sampled runs were checked
     seconds: dict[str, float] = field(default_factory=dict)  # method -> wall seconds
     tokens: dict[str, int] = field(default_factory=dict)  # method -> new tokens
-    same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's (greedy)
+    same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's
     accepted_by_source: dict[str, int] = field(default_factory=dict)  # BiTA's accepted drafts by who proposed them
     divergence: dict | None = None  # greedy and not identical: where BiTA parts from the reference (divergence.py)
 
@@ -95,7 +97,7 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
     except BitaError as error:
         raise BitaError(f"prompt {prompt.id}: {error}") from None
     bita = runs["bita"]
-    same = {m: runs[m].tokens == bita.tokens for m in methods if m != "bita"} if sampling.greedy else {}
+    same = {m: runs[m].tokens == bita.tokens for m in methods if m != "bita"}
     sources = Counter(s for record in bita.steps for s in record.emitted_sources() if s is not None)
     parted = (divergence(loaded, prompt_ids, bita.tokens, runs[reference_of(methods)].tokens)
               if sampling.greedy else None)
@@ -207,11 +209,15 @@ class BenchReport:
     def identity_note(self, summary: dict) -> str:
         if summary["identical"] is None:
             return (f"Sampled ({Sampling(**self.setup['sampling']).describe()}; every method and prompt starts from "
-                    "this seed): the methods draw different random numbers, so their tokens may differ; BiTA's output "
-                    "distribution equals AR's (tests/lossless/test_sampled.py), so no identity is checked.")
+                    "this seed), in a report from before sampled runs were checked: no identity.")
         same = ", ".join(f"{LABELS[m]} {n}/{summary['total']}" for m, n in summary["same_as_bita"].items())
         parted = [r.divergence for r in self.prompts if r.divergence]
         note = f"Prompts whose tokens equal BiTA's: {same}."
+        if self.setup.get("sampling", {}).get("temperature", 0):
+            note = (f"Sampled ({Sampling(**self.setup['sampling']).describe()}; every method and prompt starts from "
+                    "this seed): BiTA races each position against the vector our AR loop draws there, so it emits "
+                    "our AR loop's tokens; HF generate draws the same numbers on the CPU, HF prompt lookup draws "
+                    "differently. " + note)
         if not self.setup.get("exact", self.setup.get("dtype", "torch.float32") == "torch.float32"):
             note += (f" Identity is not guaranteed here ({self.setup['dtype']} or k-bit weights: tree and AR passes "
                      "round differently; fp32 is the lossless mode).")

@@ -49,9 +49,9 @@ class StepRecord:
     next_drafts: per depth, (token, prob) candidates drafted for the next pass.
     seconds: wall time of the forward pass and its verification (device-synchronised).
     finish: "eos" | "stop" | "length" once generation ends at this pass, else None.
-    sampled: the pass sampled (temperature > 0): each accepted draft won a random draw, and the
-        bonus was drawn from the model's distribution, renormalised without the candidates the
-        walk rejected just before it (bita/decode/verify.py); else both are argmaxes.
+    sampled: the pass sampled (temperature > 0): each accepted draft and the bonus won the race at
+        their row (argmax of the model's probabilities over their position's random vector: what AR
+        sampling draws there with the same seed, bita/decode/verify.py); else both are argmaxes.
     attention: on request, bool [rows, P + C + rows] key visibility of each new row.
     row_kinds: on request, per new row "context" | "root" | "candidate" | "mask".
     """

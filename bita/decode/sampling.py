@@ -1,13 +1,18 @@
-"""Sampling with the exact AR distribution: the settings and the target distribution. Pure: no model.
+"""Sampling as AR samples, token for token: the settings, the target distribution and the race noise. Pure: no model.
 
 AR sampling draws each token from p = softmax(warped logits), warped exactly as transformers'
 ``generate(do_sample=True)`` warps them: temperature, then top-k, then top-p, by its own
-warpers in its order. The tree walk that keeps BiTA's output distributed exactly as p is
-``verify_sampling`` (bita/decode/verify.py).
+warpers in its order, and then ``torch.multinomial(p, 1)``. On the CPU (torch 2.13) that draw is
+an exponential race: it computes ``argmax(p / E)`` with ``E = torch.empty_like(p).exponential_(1)``
+drawn from the generator, and consumes the generator exactly as that one ``exponential_`` does
+(checked for every dtype and vocabulary size we use, docs/sampling.md). So a token is a
+deterministic function of p and its vector E; ``RaceNoise`` fixes the vector of each sequence
+position (the request's t-th draw for its t-th sampled token), and whoever proposes the token at
+a position, AR or any BiTA draft, the token emitted there is ``race_winner(p, E)``: the same one.
+The tree walk on race winners is ``verify_sampling`` (bita/decode/verify.py).
 
 Random numbers come from one ``torch.Generator`` per request, kept on the CPU whatever the
-model's device: a pass draws one uniform per child it tries and at most one token, from one
-probability row moved to the CPU; and a seed gives the same random stream on every device.
+model's device, so a seed gives the same vectors on every device.
 Repetition penalty is not offered (it would need each tree row's own context).
 """
 
@@ -66,6 +71,11 @@ class Sampling:
         """A fresh CPU generator seeded with ``seed``: one per request (None when greedy)."""
         return None if self.greedy else torch.Generator().manual_seed(self.seed)
 
+    def noise(self, first: int, device: torch.device | str = "cpu") -> RaceNoise | None:
+        """The race noise of a request whose first sampled token is at sequence position ``first``,
+        drawn from a fresh ``generator()`` (None when greedy)."""
+        return None if self.greedy else RaceNoise(self.generator(), first, device)
+
     def describe(self) -> str:
         """e.g. 'greedy' or 'temperature 0.7, top-p 0.9, top-k off, seed 0'."""
         if self.greedy:
@@ -95,13 +105,55 @@ def target_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     return torch.softmax(warpers(sampling)(scores.new_empty((scores.shape[0], 0), dtype=torch.long), scores), -1)
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One token from probs [V], on the generator's device."""
-    return int(torch.multinomial(probs.to(generator.device), 1, generator=generator))
+class RaceNoise:
+    """One request's race vectors by sequence position: E_t [V] float32, Exp(1) per token, for the token
+    at position t.
+
+    E_t is the (t - first)-th draw ``torch.empty(V).exponential_(1, generator=generator)``, in that
+    order whoever asks first: asking for t draws every undrawn position up to t, and a vector stays
+    cached (on ``device``) until ``forget`` drops it once its position is emitted. So E_t depends on
+    the seed and t alone, not on which rows or passes asked, nor in what order. AR asks for each
+    position once, in turn: the same draws ``torch.multinomial`` makes, hence HF's tokens. A BiTA
+    pass asks only for the positions its walk reaches (each of them is emitted: an accepted draft or
+    the bonus), at most depth + 1 a pass.
+    """
+
+    def __init__(self, generator: torch.Generator, first: int, device: torch.device | str = "cpu"):
+        self.generator, self.first, self.device = generator, first, torch.device(device)
+        self.vectors: dict[int, torch.Tensor] = {}  # position -> E [V], drawn and not yet forgotten
+        self.drawn = first  # the next position to draw
+        self.forgotten = first  # positions before this one were emitted and are gone
+
+    def vector(self, position: int, size: int) -> torch.Tensor:
+        """E [size] of ``position`` (the vocabulary's ``size``: p's last dimension), drawn if need be."""
+        if position < self.forgotten:
+            raise ValueError(f"position {position} was emitted and its vector forgotten")
+        while self.drawn <= position:
+            drawn = torch.empty(size, dtype=torch.float32).exponential_(1, generator=self.generator)
+            self.vectors[self.drawn] = drawn.to(self.device)
+            self.drawn += 1
+        vector = self.vectors[position]
+        if vector.shape[0] != size:
+            raise ValueError(f"position {position} was drawn over {vector.shape[0]} tokens, not {size}")
+        return vector
+
+    def forget(self, before: int) -> None:
+        """Positions before ``before`` are emitted: drop their vectors."""
+        for position in range(self.forgotten, min(before, self.drawn)):
+            del self.vectors[position]
+        self.forgotten = max(self.forgotten, before)
 
 
-def next_token(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
-    """The token AR decoding emits after a row of logits [V]: the argmax, or a draw from p."""
+def race_winner(probs: torch.Tensor, noise: torch.Tensor) -> int:
+    """argmax(probs / noise) for probs [V] float32 and noise [V] on one device: with ``noise`` the
+    vector ``torch.multinomial(probs, 1)`` would draw, the token it returns (ties: the first)."""
+    return int(torch.argmax(probs / noise))
+
+
+def next_token(logits: torch.Tensor, sampling: Sampling, noise: RaceNoise | None, position: int = 0) -> int:
+    """The token AR decoding emits at sequence ``position`` after a row of logits [V]: the argmax, or
+    the race winner of p with that position's vector (greedy: ``noise`` None, ``position`` unused)."""
     if sampling.greedy:
         return int(logits.argmax())
-    return draw(target_probs(logits[None], sampling)[0], generator)
+    probs = target_probs(logits[None], sampling)[0]
+    return race_winner(probs, noise.vector(position, probs.shape[-1]).to(probs.device))

@@ -30,9 +30,9 @@ from ..model.static_kv import StaticKV
 from .layer_masks import layer_attention_mask
 from .masks import PassLayout, allowed_keys, decode_layout
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
-from .sampling import GREEDY, Sampling, next_token
+from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
-from .verify import verify_greedy, verify_sampling
+from .verify import Coupling, per_position, verify_greedy, verify_sampling
 
 
 @dataclass
@@ -209,11 +209,10 @@ def _timed_record(model, record_fn):
 
 @torch.inference_mode()
 def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
-            record_attention: bool = False, sampling: Sampling = GREEDY,
-            generator: torch.Generator | None = None,
+            record_attention: bool = False, sampling: Sampling = GREEDY, noise: RaceNoise | None = None,
             cache: DynamicCache | StaticKV | None = None) -> tuple[DecodeState, StepRecord]:
-    """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or
-    drawn with ``generator`` when ``sampling`` samples) and the drafts ``tree`` needs
+    """Encode the prompt plus one mask group on its last token: the first AR token (argmax, or the
+    race winner with ``noise``'s vector when ``sampling`` samples) and the drafts ``tree`` needs
     (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree). ``cache``: a
     ``new_cache(model, adapter, ...)`` made before the timed pass (default: one made here)."""
     cache = cache if cache is not None else new_cache(model, adapter)
@@ -223,7 +222,7 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
         hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
         logits = output_logits(model, hidden[chain - 1:])  # the last prompt row, then the group
-        bonus = next_token(logits[0], sampling, generator)
+        bonus = next_token(logits[0], sampling, noise, chain)
         drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         keep_cache_rows(cache, adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
@@ -237,15 +236,16 @@ def prefill(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree:
 @torch.inference_mode()
 def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: DraftTree | DynamicShape,
               index: int, record_attention: bool = False, ngram: Sequence[int] = (), ngram_groups: str = GROUPS_NONE,
-              sampling: Sampling = GREEDY, generator: torch.Generator | None = None,
-              corpus: Sequence[int] = ()) -> tuple[DecodeState, StepRecord]:
+              sampling: Sampling = GREEDY, noise: RaceNoise | None = None,
+              corpus: Sequence[int] = (), coupling: Coupling = per_position) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates + mask groups; verify; keep the accepted path in the cache.
 
     The candidates are the trie of ``tree`` (a dynamic shape: the tree its drafts' confidence picks,
     bita/drafts/dynamic.py) filled with ``state.drafts`` (when there are any) merged with the n-gram
     chain ``ngram`` and the corpus chain ``corpus`` (bita/drafts/trie.py); groups have ``tree.depth`` masks.
-    Verification is the greedy walk, or with ``sampling`` that samples, recursive rejection
-    sampling drawing from ``generator`` (bita/sampling.py). The drafts stay top-k either way.
+    Verification is the greedy walk on the argmax, or with ``sampling`` that samples, on race
+    winners with ``noise``'s vectors by position (``coupling``: bita/decode/verify.py), so the
+    tokens emitted are AR's with the same seed. The drafts stay top-k either way.
     """
     def run():
         drafts = state.drafts
@@ -261,7 +261,8 @@ def tree_step(model: nn.Module, adapter: BitaAdapter, state: DecodeState, tree: 
             argmax, group_drafts = read_greedy(verified_logits, group_logits, every_group, tree.max_rank)
             verdict = verify_greedy(trie.tree, candidates, argmax)
         else:
-            verdict = verify_sampling(trie.tree, candidates, verified_logits, sampling, generator)
+            noise_rows = coupling(noise, trie.tree, state.context_length + 1)
+            verdict = verify_sampling(trie.tree, candidates, verified_logits, sampling, noise_rows)
             group_drafts = drafts_on_demand(group_logits, tree.max_rank)
         carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
         next_drafts = group_drafts(layout.group_of(verdict.last)) if carries_group else None
@@ -292,10 +293,16 @@ def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_ca
     record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))
 
 
+def forget_emitted(noise: RaceNoise | None, state: DecodeState) -> None:
+    """Every position up to ``state``'s root is emitted: ``noise`` drops their vectors."""
+    if noise is not None:
+        noise.forget(state.context_length + 1)
+
+
 def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
                ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY, corpus: CorpusIndex | None = None,
-               corpus_tokens: int | Sequence[int] = 0) -> Iterator[StepRecord]:
+               corpus_tokens: int | Sequence[int] = 0, coupling: Coupling = per_position) -> Iterator[StepRecord]:
     """BiTA generation, one StepRecord per forward pass, until ``stop`` says so.
 
     ``tree``: the mask tree (EMPTY_TREE: no mask drafts), or a dynamic shape (a tree per pass).
@@ -303,15 +310,18 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
     prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the chain of up to
     that many tokens (or, a sequence, ``corpus_tokens[match length]``: a gate) that continued the
     longest match of prompt + output's end in the corpus (bita/drafts/corpus.py).
-    ``sampling``: greedy (the output equals greedy AR token for token) or sampled from the
-    exact AR distribution, with one generator for this run seeded from ``sampling.seed``.
+    ``sampling``: greedy (the output equals greedy AR token for token) or sampled, the output then
+    equal token for token to sampled AR's with the same settings and seed (``ar_steps``): one race
+    noise for this run, seeded from ``sampling.seed``, its vectors by position (``coupling``: only a
+    test changes it, to see a wrong one fail).
     """
-    generator = sampling.generator()
+    noise = sampling.noise(len(prompt_ids), device_of(model))
     # made before the first timed pass, with room for the whole request: a pooled buffer records its graphs here
     cache = new_cache(model, adapter, len(prompt_ids) + stop.max_new_tokens)
     try:
-        state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, generator, cache)
+        state, record = prefill(model, adapter, prompt_ids, tree, record_attention, sampling, noise, cache)
         record.emitted, record.finish = stop.take([record.bonus])
+        forget_emitted(noise, state)
         history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
         any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
         yield record
@@ -320,8 +330,9 @@ def bita_steps(model: nn.Module, adapter: BitaAdapter, prompt_ids: list[int], tr
             ngram = history.propose(ngram_tokens) if ngram_tokens else ()
             chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
             state, record = tree_step(model, adapter, state, tree, index, record_attention, ngram, ngram_groups,
-                                      sampling, generator, chain)
+                                      sampling, noise, chain, coupling)
             record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+            forget_emitted(noise, state)
             history.extend(record.accepted + [record.bonus])
             index += 1
             yield record

@@ -3,21 +3,23 @@
 Every use of the walk differs only in how a node's child is chosen (``Pick``):
 
 - greedy (Algorithm 1 of the paper): the child whose token is the model's argmax at its parent's row;
-- sampled (recursive rejection sampling, below): children tried in rank order, each accepted
-  with the model's probability of it, the rejected ones removed from the distribution;
+- sampled: the same walk on race winners: the child whose token is argmax(p / E_t) at its parent's
+  row, p that row's warped distribution and E_t the race vector of the position t the row predicts;
 - on ranks (``walk_ranks``, for forecasts): the child whose draft rank is the true token's rank;
 - on a finished pass (``StepRecord.accepted_nodes``): the child whose status is accepted.
 
-The bonus token comes after the walk: the argmax, or a draw from what the walk left.
+The bonus token comes after the walk: the argmax, or the race winner, at the last accepted row.
 
-Sampled, the output distribution stays exactly AR's p, pass after pass: at a node, try its
-children in rank order; accept child x with probability p(x); on rejection set p(x) = 0 and
-renormalise; if all are rejected, draw the bonus from what is left; below an accepted leaf, draw
-the bonus from the leaf's p. (SpecInfer's multi-step speculative sampling; EAGLE's
-``evaluate_posterior`` with q = 1, BiTA's drafts being deterministic.) Child x_i is emitted with
-probability prod_{j<i} (1 - p_j(x_j)) * p_i(x_i) = p(x_i), where p_j is p with x_1..x_{j-1}
-removed; any other token y with probability (1 - sum_j p(x_j)) * p(y) / (1 - sum_j p(x_j)) =
-p(y). Below an accepted child the same holds for the child's own row. Pure: no model.
+Sampled, every emitted token is the one AR emits with the same seed. AR's ``torch.multinomial(p,
+1)`` is the exponential race argmax(p / E) with E a fresh Exp(1) vector from the generator
+(bita/decode/sampling.py); ``RaceNoise`` gives the token at sequence position t the vector AR
+uses there (the request's draw for that position), so the token at t is a function of p_t and the
+seed, whoever drafted it. A row of the tree at position t with the accepted path as its context
+has AR's p_t there, so its winner is AR's token, and the walk accepts a draft exactly when AR
+would have emitted it. Hence exact (each token is the race winner: p-distributed), and no loss of
+acceptance: a draft x is accepted with probability p(x), siblings together with sum p(x_i), as
+with recursive rejection sampling (SpecInfer), which draws the same law but other tokens.
+(Drafter-invariant speculative decoding: Daliri, Musco and Suresh, arXiv 2408.07978.) Pure: no model.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from dataclasses import dataclass
 import torch
 
 from ..drafts.tree import ROOT, DraftTree
-from .sampling import Sampling, draw, target_probs
+from .sampling import RaceNoise, Sampling, race_winner, target_probs
 
 # (the current node or ROOT, its children in rank order) -> the accepted child, or None to stop.
 Pick = Callable[[int, tuple[int, ...]], int | None]
-Residual = Callable[[torch.Tensor, int], torch.Tensor]
+# (a verified row: 0 the root's, 1 + i node i's; the vocabulary's size) -> that row's race vector E [V]
+RowNoise = Callable[[int, int], torch.Tensor]
+# (the request's noise, the pass's tree, the position the root row predicts) -> the pass's RowNoise
+Coupling = Callable[[RaceNoise, DraftTree, int], RowNoise]
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,8 @@ def verify_greedy(tree: DraftTree, candidate_tokens: Sequence[int], predicted: S
     """Algorithm 1 of the paper, for any tree.
 
     candidate_tokens: [size] token of each node.
-    predicted: [1 + size] argmax token at the root row, then at each node's row.
+    predicted: [1 + size] token chosen at the root row, then at each node's row: the argmax, or
+    (sampled) the race winner; read only where the walk reaches.
     """
     def pick(current: int, children: tuple[int, ...]) -> int | None:
         return next((c for c in children if candidate_tokens[c] == predicted[1 + current]), None)
@@ -69,38 +75,40 @@ def verify_greedy(tree: DraftTree, candidate_tokens: Sequence[int], predicted: S
     return Verification(accepted, predicted[1 + last], last)
 
 
-def zero_and_renormalise(probs: torch.Tensor, rejected: int) -> torch.Tensor:
-    """What the next try draws from after ``rejected`` lost: probs [V] with it removed, renormalised."""
-    kept = probs.clone()
-    kept[rejected] = 0.0
-    return kept / kept.sum()
+def per_position(noise: RaceNoise, tree: DraftTree, first: int) -> RowNoise:
+    """The coupling: a row's vector is the one of the position it predicts, the root row ``first``,
+    node i's row first + its depth (rows at one depth share it, across passes too)."""
+    return lambda row, size: noise.vector(first + (tree.nodes[row - 1].depth if row else 0), size)
+
+
+class RaceWinners:
+    """The race winner of each verified row, computed when first asked (the walk reads only the rows
+    it reaches): ``winners[row]`` = argmax(p_row / E_row), p_row the warped distribution of
+    logits [1 + size, V] row ``row`` (as AR computes it, one row at a time) and E_row = noise(row, V)."""
+
+    def __init__(self, logits: torch.Tensor, sampling: Sampling, noise: RowNoise):
+        self.logits, self.sampling, self.noise, self.known = logits, sampling, noise, {}
+
+    def __len__(self) -> int:
+        return self.logits.shape[0]
+
+    def __getitem__(self, row: int) -> int:
+        if row not in self.known:
+            probs = target_probs(self.logits[row][None], self.sampling)[0]
+            self.known[row] = race_winner(probs, self.noise(row, probs.shape[-1]).to(probs.device))
+        return self.known[row]
 
 
 def verify_sampling(tree: DraftTree, candidate_tokens: Sequence[int], logits: torch.Tensor, sampling: Sampling,
-                    generator: torch.Generator, residual: Residual = zero_and_renormalise) -> Verification:
-    """Recursive rejection sampling over ``tree`` (see the module docstring).
+                    noise: RowNoise) -> Verification:
+    """The greedy walk on race winners (see the module docstring).
 
     candidate_tokens: [size] token of each node. logits: [1 + size, V] the root row, then each
-    node's row; only the rows the walk reaches are turned into probabilities (``target_probs``), on
-    the logits' device: a tried child costs one number brought back, and only the row the bonus is
-    drawn from travels to the generator's device, once a pass.
-    residual: the update after a rejection (a test passes a wrong one to see the check fail).
+    node's row; only the rows the walk reaches are warped and raced, on the logits' device (one
+    number back a row). noise: each row's race vector, ``per_position`` of the request's noise (a
+    test passes a wrong coupling to see the identity with AR fail).
     """
-    remaining = None  # probs [V] the bonus is drawn from once the walk stops
-
-    def pick(current: int, children: tuple[int, ...]) -> int | None:
-        nonlocal remaining
-        probs = target_probs(logits[1 + current][None], sampling)[0]
-        for child in children:
-            token = candidate_tokens[child]
-            if float(torch.rand((), generator=generator)) < float(probs[token]):
-                return child
-            probs = residual(probs, token)
-        remaining = probs
-        return None
-
-    accepted = walk(tree, pick)
-    return Verification(accepted, draw(remaining, generator), accepted[-1] if accepted else ROOT)
+    return verify_greedy(tree, candidate_tokens, RaceWinners(logits, sampling, noise))
 
 
 def shared_prefix(chain: Sequence[int], truth: Sequence[int]) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..decode.records import StepRecord
 from ..decode.sampling import Sampling
+from ..decode.verify import shared_prefix
 from ..plan.tree_plan import TreePlan
 from .race import Lane, drafted, speedup
 
@@ -15,8 +16,8 @@ def introduction(model: str, device: str, exact: bool = True) -> str:
                 "In this precision a tree pass was not proved to round as a one-token pass does, so a greedy answer "
                 "may part from plain greedy decoding at a near tie (fp32 is the lossless mode)")
     return (f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{model}** on **{device}**. "
-            f"{identity} (sampled answers, at a temperature above 0, follow exactly the distribution AR sampling "
-            "draws from); the colours show which forward pass produced each token and how (hover a token for its "
+            f"{identity} (and a sampled answer, at a temperature above 0, is what AR sampling draws with the "
+            "same seed, whatever the tree: the status line names the seed that draws it again); the colours show which forward pass produced each token and how (hover a token for its "
             "pass and the drafts it beat; click it to inspect that pass).")
 
 
@@ -26,7 +27,9 @@ def status_line(records: list[StepRecord], plan: TreePlan, sampling: Sampling, d
     seconds = sum(r.seconds for r in records)
     rate = tokens / seconds if seconds else 0.0
     return (f"**{tokens} tokens in {len(records)} forward passes** (tau {tokens / max(1, len(records)):.2f}), "
-            f"{rate:.1f} tok/s on {device}; {sampling.describe()}. Tree: {plan.reason}.")
+            f"{rate:.1f} tok/s on {device}; {sampling.describe()}. Tree: {plan.reason}."
+            + ("" if sampling.greedy else f" Seed {sampling.seed} in Settings draws this answer again, with any tree "
+                                          "or plain AR."))
 
 
 def race_table(ar: Lane, bita: Lane, plan: TreePlan, sampling: Sampling, device: str) -> str:
@@ -45,6 +48,18 @@ def race_table(ar: Lane, bita: Lane, plan: TreePlan, sampling: Sampling, device:
                     "one-token passes and any difference in tok/s is noise")
     return "\n".join([
         f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone; {sampling.describe()}"
-        f"{' (each lane draws its own sample, from the same distribution)' if not sampling.greedy else ''}. "
-        f"BiTA tree: {plan.reason}.", "",
+        f"{agreement(ar, bita) if not sampling.greedy else ''}. BiTA tree: {plan.reason}.", "",
         "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
+
+
+def agreement(ar: Lane, bita: Lane) -> str:
+    """Sampled, whether both lanes drew the same text: one seed, so they should (each position races
+    against one vector, bita/decode/verify.py); where they part, at which token (a near tie where a
+    tree row's logits and an AR row's are not bitwise equal, or a bug)."""
+    shared = shared_prefix(ar.tokens, bita.tokens)
+    if shared < min(len(ar.tokens), len(bita.tokens)):
+        return f" (one seed, yet the lanes' texts part at token {shared + 1})"
+    if ar.finished and bita.finished:
+        return " (one seed: both lanes drew the same text)" if ar.tokens == bita.tokens else \
+            f" (one seed, yet the lanes' texts part at token {shared + 1})"
+    return " (one seed: both lanes have drawn the same tokens so far)"

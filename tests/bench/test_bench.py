@@ -70,7 +70,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert all(title in figures for title in titles)
 
 
-def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path, capsys, default_model):
+def test_sampled_bench_checks_identity_with_our_ar_loop(tmp_path, capsys, default_model):
+    """Sampled with one seed, BiTA emits our AR loop's tokens, and the bench counts it as for greedy."""
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n")
     report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
@@ -80,11 +81,12 @@ def test_sampled_bench_says_how_it_sampled_instead_of_checking_identity(tmp_path
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     assert report["setup"]["sampling"] == {"temperature": 0.7, "top_p": 1.0, "top_k": 40, "seed": 3}
-    assert report["summary"]["identical"] is None and report["prompts"][0]["identical"] is None
+    assert report["summary"]["identical"] == 1 and report["prompts"][0]["identical"] is True
+    assert report["summary"]["reference"] == "our AR loop" and report["prompts"][0]["same_as_bita"]["ar"]
     assert report["summary"]["mean_accepted"] >= 1 and all(r > 0 for r in report["summary"]["tokens_per_s"].values())
     table = table_path.read_text()
-    assert "identical to" not in table and "Sampled (temperature 0.7, top-p 1, top-k 40, seed 3;" in table
-    assert "| **all** | 1 |" in table
+    assert "identical to our AR loop" in table and "Sampled (temperature 0.7, top-p 1, top-k 40, seed 3;" in table
+    assert "| **all** | 1 |" in table and "our AR loop 1/1" in table
 
 
 def test_hf_methods_run_on_stock_kernels(default_model, monkeypatch):

@@ -1,8 +1,10 @@
-"""The verification walks, greedy and sampled, the sampling settings and the target distribution: pure, no model.
+"""The verification walks, greedy and sampled, the sampling settings, the target distribution and the race noise:
+pure, no model.
 
-The walk's output on a hand-made tree is checked against the exact distribution of its
+The sampled walk's output on a hand-made tree is checked against the exact distribution of its
 emitted tokens (AR sampling stopped at the tree's edge) by a chi-square goodness-of-fit test
-at ALPHA; two wrong updates after a rejection fail the same test.
+at ALPHA; one race vector shared by every row of a pass fails the same test. ``torch.multinomial``
+is checked to be the exponential race our AR loop and the walk compute, draw for draw.
 """
 
 from collections import Counter, defaultdict
@@ -11,8 +13,8 @@ import pytest
 import torch
 from chi_square import goodness_of_fit
 
-from bita.decode.sampling import GREEDY, Sampling, next_token, target_probs
-from bita.decode.verify import verify_greedy, verify_sampling, zero_and_renormalise
+from bita.decode.sampling import GREEDY, RaceNoise, Sampling, next_token, race_winner, target_probs
+from bita.decode.verify import per_position, verify_greedy, verify_sampling
 from bita.drafts.tree import ROOT, efficient_tree, full_tree
 from bita.errors import BitaError
 
@@ -51,26 +53,24 @@ def exact_emissions(tree, candidates, probs) -> dict[tuple[int, ...], float]:
     return dict(law)
 
 
-def emitted_counts(residual, draws=DRAWS, seed=0) -> Counter:
-    generator = torch.Generator().manual_seed(seed)
-    logits = PROBS.log()
-    counts = Counter()
+def one_vector_per_pass(noise, tree, first):
+    """Wrong: every row of the pass races against one vector (the root's position's)."""
+    return lambda row, size: noise.vector(first, size)
+
+
+def walks(coupling=per_position, draws=DRAWS, seed=0) -> list:
+    """``draws`` walks over TREE, one request's noise going on from walk to walk (a walk emits its
+    accepted tokens and the bonus, as a decoder's pass does)."""
+    noise, first, logits, verdicts = RaceNoise(torch.Generator().manual_seed(seed), 0), 0, PROBS.log(), []
     for _ in range(draws):
-        verdict = verify_sampling(TREE, CANDIDATES, logits, PLAIN, generator, residual)
-        counts[tuple(CANDIDATES[i] for i in verdict.accepted) + (verdict.bonus,)] += 1
-    return counts
+        verdicts.append(verify_sampling(TREE, CANDIDATES, logits, PLAIN, coupling(noise, TREE, first)))
+        first += len(verdicts[-1].accepted) + 1
+        noise.forget(first)
+    return verdicts
 
 
-def keep_unchanged(probs, rejected):
-    """Wrong: a rejected candidate keeps its mass, so it may come back as the bonus."""
-    return probs
-
-
-def zero_without_renormalising(probs, rejected):
-    """Wrong: later siblings are tried against their unconditional probability."""
-    kept = probs.clone()
-    kept[rejected] = 0.0
-    return kept
+def emitted_counts(coupling=per_position, draws=DRAWS, seed=0) -> Counter:
+    return Counter(tuple(CANDIDATES[i] for i in v.accepted) + (v.bonus,) for v in walks(coupling, draws, seed))
 
 
 def test_exact_law_is_a_distribution_over_the_paths():
@@ -80,16 +80,61 @@ def test_exact_law_is_a_distribution_over_the_paths():
 
 
 def test_walk_samples_the_exact_distribution():
-    result = goodness_of_fit(emitted_counts(zero_and_renormalise), exact_emissions(TREE, CANDIDATES, PROBS))
+    result = goodness_of_fit(emitted_counts(), exact_emissions(TREE, CANDIDATES, PROBS))
     print(f"correct walk, {DRAWS} draws: {result}")
     assert result.p_value > ALPHA and result.cells >= 20
 
 
-@pytest.mark.parametrize("residual", [keep_unchanged, zero_without_renormalising])
-def test_wrong_residual_fails_the_same_test(residual):
-    result = goodness_of_fit(emitted_counts(residual), exact_emissions(TREE, CANDIDATES, PROBS))
-    print(f"{residual.__name__}, {DRAWS} draws: {result}")
+def test_one_vector_for_every_row_of_a_pass_fails_the_same_test():
+    result = goodness_of_fit(emitted_counts(one_vector_per_pass), exact_emissions(TREE, CANDIDATES, PROBS))
+    print(f"one vector per pass, {DRAWS} draws: {result}")
     assert result.p_value < 1e-12
+
+
+def test_a_child_is_accepted_with_its_probability():
+    """Child x of the root is accepted with probability p(x) (siblings: the sum), and token 3 below
+    node 0 with p_node0(3): within 4.5 standard errors over DRAWS walks."""
+    verdicts = walks(seed=3)
+    below = [v for v in verdicts if v.accepted[:1] == (0,)]
+    checks = [(sum(v.accepted[:1] == (child,) for v in verdicts), len(verdicts), float(PROBS[0, child]))
+              for child in range(3)]
+    checks.append((sum(v.accepted[:1] == (0,) for v in verdicts), len(verdicts), 0.30))
+    checks.append((sum(bool(v.accepted) for v in verdicts), len(verdicts), 0.30 + 0.25 + 0.15))
+    checks.append((sum(v.accepted == (0, 3) for v in below), len(below), 0.35))
+    for hits, n, p in checks:
+        assert abs(hits / n - p) < 4.5 * (p * (1 - p) / n) ** 0.5, (hits, n, p)
+
+
+@pytest.mark.parametrize("size,dtype", [(49_152, torch.float32), (16, torch.float32), (2, torch.float32),
+                                        (1_000, torch.float64), (1_000, torch.bfloat16)])
+def test_multinomial_is_the_exponential_race(size, dtype):
+    """``torch.multinomial(p, 1)`` (HF's draw) = argmax(p / E), E = ``torch.empty_like(p).exponential_(1)``
+    from the same generator, which it leaves where that one draw leaves it: so the draws after stay aligned."""
+    source, theirs, ours = (torch.Generator().manual_seed(seed) for seed in (5, 9, 9))
+    for draw in range(60):
+        logits = torch.randn(size, generator=source) * (1 + draw % 4)
+        probs = torch.softmax(logits, -1)
+        if draw % 3 == 0:  # a top-k or top-p cut: zeros
+            probs[logits < logits.median()] = 0
+        probs = probs.to(dtype)
+        drawn = int(torch.multinomial(probs, 1, generator=theirs))
+        assert drawn == race_winner(probs, torch.empty_like(probs).exponential_(1, generator=ours))
+        assert torch.equal(theirs.get_state(), ours.get_state())
+
+
+def test_a_positions_vector_depends_on_the_seed_and_the_position_alone():
+    def noise():
+        return RaceNoise(torch.Generator().manual_seed(4), first=10)
+
+    in_order, backwards = noise(), noise()
+    wanted = {position: backwards.vector(position, 8) for position in (13, 11, 12, 10)}
+    assert all(torch.equal(in_order.vector(position, 8), wanted[position]) for position in (10, 11, 12, 13))
+    reference = torch.Generator().manual_seed(4)
+    assert torch.equal(in_order.vector(11, 8), torch.empty(2, 8).exponential_(1, generator=reference)[1])
+    in_order.forget(12)
+    assert set(in_order.vectors) == {12, 13} and torch.equal(in_order.vector(12, 8), wanted[12])
+    with pytest.raises(ValueError):
+        in_order.vector(11, 8)
 
 
 @pytest.mark.parametrize("shape", [efficient_tree([3, 2, 2]), full_tree([2, 2, 2]), efficient_tree([1, 1, 1])])
@@ -101,7 +146,7 @@ def test_near_zero_temperature_walks_like_greedy(shape):
         tops = logits.topk(3).indices.tolist()
         candidates = [tops[1 + node.parent][node.rank % 3] for node in shape.nodes]
         greedy = verify_greedy(shape, candidates, logits.argmax(-1).tolist())
-        assert verify_sampling(shape, candidates, logits, cold, cold.generator()) == greedy
+        assert verify_sampling(shape, candidates, logits, cold, per_position(cold.noise(0), shape, 0)) == greedy
 
 
 def test_target_probs_apply_temperature_then_top_k_then_top_p():
@@ -120,7 +165,8 @@ def test_target_probs_apply_temperature_then_top_k_then_top_p():
 
 def test_greedy_next_token_is_the_argmax():
     logits = torch.tensor([0.1, 2.0, -1.0, 1.9])
-    assert GREEDY.greedy and GREEDY.generator() is None and next_token(logits, GREEDY, None) == 1
+    assert GREEDY.greedy and GREEDY.generator() is None and GREEDY.noise(0) is None
+    assert next_token(logits, GREEDY, None) == 1
 
 
 def test_seed_is_drawn_once_and_reproduces():

@@ -1,20 +1,22 @@
-"""Sampled BiTA draws from exactly the AR distribution, on a tiny model over 16 tokens.
+"""Sampled BiTA emits exactly what sampled AR emits with the same seed, on tiny models over 16 tokens.
 
-For several trees and settings, the joint distribution of the first TOKENS sampled tokens is
-estimated from RUNS seeded runs of BiTA and RUNS of our AR loop (disjoint seeds) and
-compared by a two-sample chi-square test at ALPHA; BiTA with a wrong update after a
-rejection fails the same test. Our AR loop itself draws what HF ``generate(do_sample=True)``
+Token for token: on every tiny family, over many seeds, temperatures, top-p / top-k settings and
+tree shapes with n-gram (and corpus) drafts, sampled BiTA's tokens are our AR loop's; a wrong
+coupling of the race vectors (a fresh one per pass, or one per node) fails that identity. In
+distribution too: for several trees and settings, the joint distribution of the first TOKENS
+sampled tokens is estimated from RUNS seeded runs of BiTA and RUNS of our AR loop (disjoint
+seeds) and compared by a two-sample chi-square test at ALPHA; BiTA with one race vector for a
+whole pass fails the same test. Our AR loop itself draws what HF ``generate(do_sample=True)``
 draws, token for token, with the same seed.
 """
 
 from collections import Counter
-from functools import partial
 from itertools import zip_longest
 
 import pytest
 import torch
 from chi_square import homogeneity
-from conftest import COMMON, WINDOW, WINDOWED_CONFIGS, random_prompts, tiny_model, tree_of
+from conftest import COMMON, TINY_CONFIGS, WINDOW, WINDOWED_CONFIGS, random_prompts, tiny_model, tree_of
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bita.decode.autoregressive import ar_steps
@@ -22,7 +24,6 @@ from bita.decode.hf_reference import hf_generate
 from bita.decode.sampling import Sampling
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
-from bita.decode.verify import verify_sampling
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
@@ -36,6 +37,11 @@ LONG_PROMPT = torch.randint(3, SMALL_VOCAB, (3 * WINDOW,), generator=torch.Gener
 BITA_SEEDS = 1_000_000  # BiTA's seeds start here, AR's at 0: the two samples are independent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def with_vocab(config, vocab: int = SMALL_VOCAB):
+    config.vocab_size = vocab
+    return config
 
 
 def drafting_model(config):
@@ -54,15 +60,13 @@ def drafting_model(config):
 
 @pytest.fixture(scope="module")
 def drafting():
-    return drafting_model(LlamaConfig(**{**COMMON, "vocab_size": SMALL_VOCAB}))
+    return drafting_model(with_vocab(LlamaConfig(**COMMON)))
 
 
 @pytest.fixture(scope="module")
 def windowed_drafting():
     """Gemma 3's interleaved local/global layers, sampled after a prompt three windows long."""
-    config = WINDOWED_CONFIGS["gemma3"]()
-    config.vocab_size = SMALL_VOCAB
-    return drafting_model(config)
+    return drafting_model(with_vocab(WINDOWED_CONFIGS["gemma3"]()))
 
 
 def emitted(steps) -> list[int]:
@@ -87,17 +91,18 @@ def ar_counts(drafting):
     return ar_counter(drafting[0], PROMPT)
 
 
-def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int,
-                prompt: list[int] = PROMPT, corpus: CorpusIndex | None = None) -> tuple[Counter, float]:
+def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int, prompt: list[int] = PROMPT,
+                corpus: CorpusIndex | None = None, coupling=None) -> tuple[Counter, float]:
     """Counter of BiTA's first TOKENS tokens after ``prompt`` over RUNS seeds (with corpus chains as
-    long as the n-gram chains when ``corpus`` is given), and the share of its tree passes that
-    accepted a draft."""
+    long as the n-gram chains when ``corpus`` is given; a test's wrong ``coupling``), and the share
+    of its tree passes that accepted a draft."""
     model, adapter = drafting
     tree, counts, passes, accepting = tree_of(spec), Counter(), 0, 0
+    extra = {"coupling": coupling} if coupling else {}
     for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
         records = list(bita_steps(model, adapter, prompt, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
                                   sampling=Sampling(*settings, seed=seed), corpus=corpus,
-                                  corpus_tokens=ngram_tokens if corpus else 0))
+                                  corpus_tokens=ngram_tokens if corpus else 0, **extra))
         counts[tuple(emitted(records))] += 1
         passes += len(records) - 1
         accepting += sum(bool(r.accepted) for r in records)
@@ -147,18 +152,88 @@ def test_bita_with_corpus_chains_samples_the_ar_distribution(drafting, ar_counts
     assert result.p_value > ALPHA and result.cells >= 20
 
 
-def keep_unchanged(probs, rejected):
-    """Wrong: a rejected candidate keeps its mass (no zeroing, no renormalising)."""
-    return probs
+def fresh_per_pass(noise, tree, first):
+    """Wrong: one fresh vector for each pass, every row of it racing against it."""
+    vectors = {}
+    return lambda row, size: vectors.setdefault(0, torch.empty(size).exponential_(1, generator=noise.generator))
 
 
-def test_wrong_residual_fails_the_same_test(drafting, ar_counts, monkeypatch):
+def fresh_per_node(noise, tree, first):
+    """Wrong: a fresh vector for each node's row, drawn when the pass starts. (Drawn only when the
+    walk reaches a row it would be right: every row the walk reaches emits its winner, so the rows
+    it reaches take the stream's vectors in position order.)"""
+    vectors = []
+
+    def row_noise(row, size):
+        if not vectors:
+            vectors.extend(torch.empty(size).exponential_(1, generator=noise.generator) for _ in range(1 + tree.size))
+        return vectors[row]
+    return row_noise
+
+
+def test_one_vector_per_pass_fails_the_same_test(drafting, ar_counts):
     spec, settings, ngram_tokens = CASES[1]
-    monkeypatch.setattr("bita.decode.step.verify_sampling", partial(verify_sampling, residual=keep_unchanged))
-    bita, _ = bita_counts(drafting, spec, settings, ngram_tokens)
+    bita, _ = bita_counts(drafting, spec, settings, ngram_tokens, coupling=fresh_per_pass)
     result = homogeneity(bita, ar_counts(settings))
-    print(f"wrong residual, {spec} {settings}: {RUNS} + {RUNS} runs: {result}")
+    print(f"one vector per pass, {spec} {settings}: {RUNS} + {RUNS} runs: {result}")
     assert result.p_value < 1e-6
+
+
+IDENTITY_SEEDS = 6  # per setting
+IDENTITY_TOKENS = 14
+IDENTITY_SETTINGS = [(1.0, 1.0, 0), (0.7, 0.95, 0), (1.5, 1.0, 5), (0.4, 0.8, 3)]  # temperature, top_p, top_k
+IDENTITY_SPECS = ["chain:1", "efficient:2", "efficient:3/chain-groups", "efficient:3,2,2", "full:2,2,2",
+                  "dynamic:10", ""]  # '': n-gram chains alone
+
+
+def identity_runs(model, adapter, spec, coupling=None, corpus=None, prompt=PROMPT, seeds=IDENTITY_SEEDS):
+    """(runs, runs whose tokens differ from our AR loop's with the same settings and seed, the share of
+    tree passes that accepted a draft) over IDENTITY_SETTINGS x ``seeds`` seeds, with n-gram chains of 3."""
+    runs = differ = passes = accepting = 0
+    extra = {"coupling": coupling} if coupling else {}
+    for settings in IDENTITY_SETTINGS:
+        for seed in range(seeds):
+            sampling = Sampling(*settings, seed=seed)
+            records = list(bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(IDENTITY_TOKENS),
+                                      ngram_tokens=3, sampling=sampling, corpus=corpus,
+                                      corpus_tokens=3 if corpus else 0, **extra))
+            ar = emitted(ar_steps(model, prompt, StopCondition(IDENTITY_TOKENS), sampling))
+            runs, differ = runs + 1, differ + (emitted(records) != ar)
+            passes += len(records) - 1
+            accepting += sum(bool(r.accepted) for r in records)
+    return runs, differ, accepting / max(1, passes)
+
+
+@pytest.fixture(scope="module", params=sorted(TINY_CONFIGS) + ["gemma3"])
+def family_drafting(request):
+    """Each tiny family over 16 tokens with drafts that land (gemma3: interleaved sliding windows)."""
+    return request.param, drafting_model(with_vocab({**TINY_CONFIGS, **WINDOWED_CONFIGS}[request.param]()))
+
+
+@pytest.mark.parametrize("spec", IDENTITY_SPECS)
+def test_sampled_bita_emits_the_tokens_of_sampled_ar(family_drafting, spec):
+    family, (model, adapter) = family_drafting
+    prompt = LONG_PROMPT if family == "gemma3" else PROMPT  # past the window
+    runs, differ, accepting = identity_runs(model, adapter, spec, prompt=prompt)
+    print(f"{family} {spec}: {runs - differ}/{runs} identical, drafts accepted in {accepting:.0%} of tree passes")
+    assert differ == 0 and accepting > 0.1
+
+
+def test_sampled_bita_with_corpus_chains_emits_the_tokens_of_sampled_ar(drafting):
+    """Every draft source at once: mask drafts, n-gram chains and a corpus of the model's own sampled answers."""
+    model, adapter = drafting
+    answers = [emitted(ar_steps(model, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
+    corpus = CorpusIndex.build([PROMPT + answer for answer in answers])
+    runs, differ, accepting = identity_runs(model, adapter, "efficient:3,2,2", corpus=corpus)
+    assert differ == 0 and accepting > 0.1
+
+
+@pytest.mark.parametrize("coupling", [fresh_per_pass, fresh_per_node])
+def test_a_wrong_coupling_fails_the_identity(drafting, coupling):
+    model, adapter = drafting
+    runs, differ, _ = identity_runs(model, adapter, "efficient:3,2,2", coupling)
+    print(f"{coupling.__name__}: {runs - differ}/{runs} identical")
+    assert differ > runs / 2
 
 
 @pytest.mark.parametrize("settings", [dict(temperature=1.0), dict(temperature=0.7, top_k=20, top_p=0.9)])

@@ -160,13 +160,18 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
 
 def test_sampled_answers_are_reproducible_from_their_seed(app_url):
     """Temperature, top-p, top-k and seed from the settings: two sessions asking with the same
-    seed get the same sampled answer; the status line names the settings."""
+    seed get the same sampled answer, and so does the race's AR lane; the status line names the
+    settings and how to draw the answer again, the race that both lanes drew one text."""
     from gradio_client import Client
 
     settings = ("Name a colour and say why you like it.", ADAPTER, "auto", 24, "both", 0.9, 0.95, 40, "7")
     first, second = (Client(app_url, verbose=False).predict(*settings, api_name="/chat") for _ in range(2))
     assert first[1] == second[1] and first[1].strip()
-    assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2]
+    assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2] and "Seed 7 in Settings draws" in first[2]
+    # one seed, one text: the race's AR lane and BiTA lane (another tree) draw the chat's answer
+    race = settings[:2] + ("efficient:3/chain-groups",) + settings[3:]
+    ar_text, _, stats, _ = Client(app_url, verbose=False).predict(*race, api_name="/race")
+    assert ar_text == first[1] and "both lanes drew the same text" in stats
 
 
 def test_bad_input_is_refused_with_a_clear_message(app_url):

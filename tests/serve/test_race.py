@@ -3,7 +3,10 @@
 import pytest
 
 from bita.decode.records import StepRecord
-from bita.serve.race import drafted, race, speedup
+from bita.decode.sampling import Sampling
+from bita.plan.tree_plan import TreePlan
+from bita.serve.race import Lane, drafted, race, speedup
+from bita.serve.reports import race_table, status_line
 
 
 def passes(kind: str, emitted: list[list[int]], seconds: float, log: list[str]):
@@ -32,3 +35,18 @@ def test_an_empty_stream_finishes_at_once_and_speedup_waits_for_timed_passes():
     ar_lane, bita_lane = rounds[-1]
     assert ar_lane.finished and ar_lane.passes == 0 and bita_lane.tokens == [7]
     assert speedup(bita_lane, ar_lane) == 0.0
+
+
+def test_a_sampled_race_says_whether_both_lanes_drew_the_same_text():
+    sampling, plan = Sampling(0.8, seed=11), TreePlan(None, "plain AR")
+
+    def table(ar_tokens, bita_tokens, finished=True):
+        return race_table(Lane("AR", tokens=ar_tokens, finished=finished), Lane("BiTA", tokens=bita_tokens,
+                                                                                 finished=finished), plan, sampling, "cpu")
+
+    assert "both lanes drew the same text" in table([1, 2, 3], [1, 2, 3])
+    assert "the same tokens so far" in table([1, 2], [1, 2, 3], finished=False)
+    assert "part at token 2" in table([1, 2, 3], [1, 5, 3])
+    assert "one seed" not in race_table(Lane("AR"), Lane("BiTA"), plan, Sampling(), "cpu")
+    assert "Seed 11 in Settings draws this answer again" in status_line([], plan, sampling, "cpu")
+    assert "Seed" not in status_line([], plan, Sampling(), "cpu")

@@ -43,18 +43,19 @@ def test_prefill_and_plain_ar_passes_get_one_sentence():
                   "so the pass emits that one token."]
 
 
-def test_a_sampled_pass_tells_of_draws_not_argmaxes():
-    """generation()[1] read as sampled: depth 1 accepted its first candidate, depth 2 its first,
-    depth 3's only candidate lost its draw, and the bonus was drawn without it."""
+def test_a_sampled_pass_tells_of_the_race_not_argmaxes():
+    """generation()[1] read as sampled: the race picked depth 1's first candidate, depth 2's first,
+    and at depth 3 the bonus, not its only candidate."""
     record = generation()[1]
     record.sampled = True
     steps = verification_steps(record, decode)
     assert len(steps) == 4 and "model's own next token" not in " ".join(steps)
-    assert steps[0].startswith("1. After “␣mat” the depth-1 candidate “.” (rank 0") and "won its draw" in steps[0]
-    assert steps[2] == ("3. After “↵” the candidates “␣a” lost their draws; the bonus “&lt;script&gt;” is drawn from "
-                        "the model's distribution without the rejected candidates (renormalised).")
-    assert steps[3].endswith("(2 accepted + the drawn bonus), distributed exactly as AR sampling.")
+    assert steps[0].startswith("1. After “␣mat” the race (the model's probabilities against this position's random "
+                               "draw) picked the depth-1 candidate “.” (rank 0") and "**accepted**" in steps[0]
+    assert steps[2] == ("3. After “↵” the race (the model's probabilities against this position's random draw) "
+                        "picked the bonus “&lt;script&gt;”; the candidates “␣a” lost.")
+    assert steps[3].endswith("(2 accepted + the bonus), the tokens AR sampling draws with this seed.")
     full = generation()[4]
     full.sampled = True
-    assert verification_steps(full, decode)[3] == ("4. After “␣mat” the bonus “.” is drawn from the model's "
-                                                   "distribution.")
+    assert verification_steps(full, decode)[3] == ("4. After “␣mat” the race (the model's probabilities against this "
+                                                   "position's random draw) picked the bonus “.”.")
