@@ -56,6 +56,14 @@ class TrainConfig:
     mixed_precision: str = "no"  # "bf16": the passes under autocast (the adapter's parameters stay fp32); "no"
 
 
+def autocast(config: TrainConfig, device: torch.device) -> torch.autocast:
+    """The passes' precision: bf16 under autocast with ``mixed_precision`` "bf16" (the adapter's parameters
+    and the optimiser stay fp32), else as the model's weights are."""
+    if config.mixed_precision not in ("no", "bf16"):
+        raise BitaError(f"mixed_precision must be 'no' or 'bf16', not {config.mixed_precision!r}")
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.mixed_precision == "bf16")
+
+
 def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, device) -> list[float]:
     """Top-1 accuracy of each mask depth on held-out samples (every anchor up to the cap)."""
     hits = counted = 0
@@ -63,7 +71,8 @@ def evaluate(objective: nn.Module, heldout: list[dict], config: TrainConfig, dev
         for start in range(0, len(heldout), config.batch_size):
             batch = make_batch(heldout[start:start + config.batch_size], config.anchors, config.max_length,
                                random.Random(0), every_anchor=True)
-            _, h, c = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
+            with autocast(config, device):
+                _, h, c = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
             hits, counted = hits + h, counted + c
     return (hits / counted.clamp(min=1)).tolist() if heldout else []
 
@@ -129,7 +138,7 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
     from accelerate import Accelerator
 
     # cpu=True lets a multi-process launch on a CPU-only machine use gloo (MULTI_CPU).
-    accelerator = Accelerator(cpu=device_of(model).type == "cpu", mixed_precision=config.mixed_precision)
+    accelerator = Accelerator(cpu=device_of(model).type == "cpu")
     device = accelerator.device
     model.to(device)
     train_set, heldout = split_samples(config)
@@ -162,7 +171,9 @@ def train_adapter(model: nn.Module, model_name: str, config: TrainConfig) -> Bit
         rng = random.Random(f"{config.seed}:{step}:{accelerator.process_index}")  # stateless: resumes exactly
         batch = make_batch(rng.sample(train_set, min(config.batch_size, len(train_set))), config.anchors,
                            config.max_length, rng)
-        loss, hits, counted = objective(batch.input_ids.to(device), batch.lengths.to(device), batch.anchors.to(device))
+        with autocast(config, device):
+            loss, hits, counted = objective(batch.input_ids.to(device), batch.lengths.to(device),
+                                            batch.anchors.to(device))
         accelerator.backward(loss)
         optimizer.step()
         scheduler.step()
