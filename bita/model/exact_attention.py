@@ -40,7 +40,7 @@ def _padded(count: int, multiple: int) -> int:
 class ExactLayout:
     """Where each exact row's logical keys are, for one pass (shared by every layer).
 
-    rows: [E] which of the pass's rows are exact (the others attend with SDPA).
+    rows: [E] which of the pass's rows are exact; others: [R'] the rest (they attend with SDPA).
     base: the cache slot of logical key 0 (the first slot after the adapter's prompt slots).
     shared_chunks: chunks of the shared run [base, base + shared_chunks * CHUNK) scored for all rows.
     shared_visible: [E_pad, shared_chunks * CHUNK] bool, which shared-run keys a row takes from the shared
@@ -52,6 +52,7 @@ class ExactLayout:
     """
 
     rows: torch.Tensor
+    others: torch.Tensor
     base: int
     shared_chunks: int
     shared_visible: torch.Tensor
@@ -103,7 +104,9 @@ def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int) -> ExactL
         own_slots[index, :len(taken)] = taken
         own_visible[index, :len(taken)] = True
         shared_visible[row, start:] = False  # these chunks come from the row's own product
-    return ExactLayout(rows, base, shared_chunks, shared_visible, own, first_chunk, own_slots, own_visible)
+    others = torch.ones(allowed.shape[0], dtype=torch.bool)
+    others[rows] = False
+    return ExactLayout(rows, others.nonzero().flatten(), base, shared_chunks, shared_visible, own, first_chunk, own_slots, own_visible)
 
 
 def _chunk_sums(scores: torch.Tensor, visible: torch.Tensor, row_max: torch.Tensor,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import logging
 import statistics
 import time
@@ -39,6 +38,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .device import cpu_info, describe_cpu
+from .json_table import write_table
 
 STOCK, TRANSPOSED, PACKED = "stock", "transposed", "packed"
 PATHS = (STOCK, TRANSPOSED, PACKED)
@@ -223,8 +223,5 @@ def cached_plan(path: Path, layers: list[nn.Linear], head: nn.Linear | None,
     except (OSError, ValueError):
         table = {}
     table[key] = {**asdict(plan), "seconds": times}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(table, indent=1))
-    temporary.replace(path)
+    write_table(path, table)
     return plan

@@ -217,8 +217,7 @@ class LeanLlama:
             return exact_attention(q, *buffers, exact)
         attended = torch.empty_like(q)
         attended[exact.rows] = exact_attention(q[exact.rows], *buffers, exact)
-        others = torch.ones(q.shape[0], dtype=torch.bool)
-        others[exact.rows] = False
+        others = exact.others
         attended[others] = F.scaled_dot_product_attention(
             q[others].transpose(0, 1)[None], keys, values, attn_mask=allowed[others].to(q.device)[None, None],
             enable_gqa=True)[0].transpose(0, 1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from torch import nn
 
 from .device import cpu_info, describe_cpu
 from .invariance import Invariance, probe_row_invariance
+from .json_table import write_table
 
 INVARIANCE_VERSION = "v1"
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
@@ -55,10 +55,7 @@ def cached(path: Path | None, key: str, compute: Callable[[], dict]) -> dict:
         return table[key]
     table[key] = result = compute()
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(table, indent=1))
-        temporary.replace(path)
+        write_table(path, table)
     return result
 
 

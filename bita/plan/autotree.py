@@ -15,7 +15,6 @@ import itertools
 import json
 import logging
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.device import describe_device
 from ..model.kernel_plan import ROW_BUCKETS, bucket_of
+from ..model.json_table import write_table
 from ..model.lean_llama import lean_of
 from ..model.loading import LoadedModel, cache_root
 from ..model.padded import PaddedLean
@@ -108,10 +108,7 @@ def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = No
     table = CostTable(key, rows[0]["seconds"], points, spread, padded)
     cached = json.loads(path.read_text()) if path.is_file() else {}
     cached[key] = asdict(table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps(cached, indent=1))
-    os.replace(staging, path)
+    write_table(path, cached)
     return table
 
 
