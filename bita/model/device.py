@@ -59,11 +59,8 @@ def timed(device: torch.device, fn):
 
 
 def output_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    """LM head on selected rows only: hidden [..., H] -> float logits [..., V]. A lone row runs beside a
-    copy of itself: a matrix kernel may round one row differently from the same row among others
-    (docs/method.md, row-invariant passes), and a pass's logits must not depend on how many rows it has."""
-    if hidden.dim() == 2 and hidden.shape[0] == 1:
-        return output_logits(model, hidden.expand(2, -1))[:1]
+    """LM head on selected rows only: hidden [..., H] -> float logits [..., V] (a planned head pads a lone
+    row to its kernel's floor: kernel_plan.row_floor)."""
     logits = model.get_output_embeddings()(hidden).float()
     cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
     return torch.tanh(logits / cap) * cap if cap else logits

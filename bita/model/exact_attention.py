@@ -7,17 +7,20 @@ than a call with several, and masked slots (the adapter's prompt slots, a siblin
 the keys are split into blocks. This attention fixes the order of every reduction by the row's own
 *logical* key sequence (its visible slots in order: the context, then its path in the tree):
 
-- the sequence is cut into chunks of ``CHUNK`` keys at fixed logical offsets 0, C, 2C, ...; a chunk
-  is always C wide, its masked entries exactly zero;
-- scores, ``exp`` and each chunk's sums run in float32 on tensors whose last dimension is C, and the
-  matrix products on row counts padded to a multiple of ``ROW_MULTIPLE`` (matrix kernels give a row
-  the same result whatever the row count only there: docs/method.md);
+- every row is scored against every key of the pass's region (the context and the pass's own slots,
+  from slot ``base``) by one matrix product on row counts padded to a multiple of ``ROW_MULTIPLE``
+  (matrix kernels give a row the same result whatever the row count only there: docs/method.md), and
+  ``exp`` runs on that whole float32 tensor, whose last dimension is a multiple of ``CHUNK``;
+- the logical sequence is cut into chunks of ``CHUNK`` keys at fixed logical offsets 0, C, 2C, ...;
+  each chunk's sums (weights, and weights times values) are products with exactly C keys, masked
+  entries exactly zero;
 - the chunks' partial sums are added in logical order, one after the other (``cumsum``).
 
-The keys a row shares with the others (the context, contiguous in the cache from slot ``base``) are
-scored by one product for all rows; a row whose sequence continues with keys outside that run (a
-tree node's ancestors) has the chunks holding them gathered for it alone. An AR row and a tree row at
-the same position see the same sequence, so they run the same arithmetic on the same numbers.
+Where a row's logical keys are contiguous from ``base`` (the context, then a chain), its chunks are
+the region's own chunks and come from one product for all rows. A row whose sequence skips slots (a
+tree node whose siblings sit between its ancestors) has the chunks from its first gap on gathered
+into logical order for it alone. An AR row and a tree row at the same position see the same sequence,
+so they run the same arithmetic on the same numbers.
 
 ``exact_layout`` is computed once per pass (from the pass's ``allowed`` mask) and serves every layer.
 """
@@ -38,84 +41,83 @@ def _padded(count: int, multiple: int) -> int:
 
 @dataclass(frozen=True)
 class ExactLayout:
-    """Where each exact row's logical keys are, for one pass (shared by every layer).
+    """Where each exact row's logical keys are, for one pass (shared by every layer); tensors on the
+    model's device. Offsets count slots from ``base``; the region is [base, base + chunks * CHUNK). The
+    products' query rows are the exact rows' heads, row-major: query row e x G + g is head g of exact row e
+    within a key/value head's group of G, padded to M_pad rows (a multiple of ROW_MULTIPLE).
 
     rows: [E] which of the pass's rows are exact; others: [R'] the rest (they attend with SDPA).
     base: the cache slot of logical key 0 (the first slot after the adapter's prompt slots).
-    shared_chunks: chunks of the shared run [base, base + shared_chunks * CHUNK) scored for all rows.
-    shared_visible: [E_pad, shared_chunks * CHUNK] bool, which shared-run keys a row takes from the shared
-        product (False for padding rows' keys past the first, and for a row's own chunks below).
-    own_rows: [X] indices (into the E exact rows) of rows with keys outside the shared run.
-    own_first_chunk: [X] long, the first of the ``own_chunks`` chunks each of them gathers for itself.
-    own_slots: [X, own_chunks * CHUNK] long, the cache slot of each key of those chunks.
-    own_visible: [X, own_chunks * CHUNK] bool.
+    groups: G, query heads per key/value head.
+    chunks: the region's chunks.
+    hidden: [M_pad, chunks * CHUNK] float, -inf at the region's keys a query row does not see, else 0 (a
+        padding row sees key 0).
+    kept: [M_pad, chunks * CHUNK] float, 0 at the keys a query row takes from its gathered chunks instead
+        (from its first gathered chunk on), else 1; None where no row gathers.
+    own_queries: [X x G] the query rows of the exact rows that gather chunks (X of them).
+    own_offsets: [X, A * CHUNK] long, the region offset of each key of those chunks, in logical order;
+        past the row's last key, the offset of its first gap (a key it does not see: weight exactly 0).
+    own_query_offsets: [X x G, A * CHUNK] long, ``own_offsets`` per query row.
     """
 
     rows: torch.Tensor
     others: torch.Tensor
     base: int
-    shared_chunks: int
-    shared_visible: torch.Tensor
-    own_rows: torch.Tensor
-    own_first_chunk: torch.Tensor
-    own_slots: torch.Tensor
-    own_visible: torch.Tensor
-
-    @property
-    def own_chunks(self) -> int:
-        return self.own_slots.shape[1] // CHUNK
-
-    @property
-    def total_chunks(self) -> int:
-        """Chunks in the longest logical sequence."""
-        own_end = int((self.own_first_chunk + self.own_chunks).max()) if len(self.own_rows) else 0
-        return max(self.shared_chunks, own_end)
+    groups: int
+    chunks: int
+    hidden: torch.Tensor
+    kept: torch.Tensor | None
+    own_queries: torch.Tensor
+    own_offsets: torch.Tensor
+    own_query_offsets: torch.Tensor
 
     @property
     def region_end(self) -> int:
-        """The last cache slot (exclusive) the shared product reads: the buffer needs this many."""
-        return self.base + self.shared_chunks * CHUNK
+        """The last cache slot (exclusive) the product reads: the buffer needs this many."""
+        return self.base + self.chunks * CHUNK
 
 
-def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int) -> ExactLayout:
-    """The layout of ``rows`` [E] of a pass whose rows see ``allowed`` [R, K] cache slots: each row's
-    visible slots from ``base`` on, in slot order, are its logical keys; every exact row sees ``base``."""
+def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: int,
+                 device: torch.device | str = "cpu") -> ExactLayout:
+    """The layout of ``rows`` [E] of a pass whose rows see ``allowed`` [R, K] cache slots, for a model with
+    ``groups`` query heads per key/value head: each row's visible slots from ``base`` on, in slot order,
+    are its logical keys; every exact row sees ``base``."""
     visible = allowed[rows, base:].cpu()  # [E, K - base]
     if len(rows) and not bool(visible[:, 0].all()):
         raise ValueError("an exact row must see the first context slot")
     run = visible.int().cumprod(-1).sum(-1)  # [E] length of each row's contiguous run from base
     total = visible.sum(-1)
-    shared_chunks = max(1, -(-int(run.max()) // CHUNK)) if len(rows) else 1
-    width = shared_chunks * CHUNK
-    padded_rows = _padded(len(rows), ROW_MULTIPLE)
-    offsets = torch.arange(width)
-    shared_visible = torch.zeros(padded_rows, width, dtype=torch.bool)
-    shared_visible[:len(rows)] = offsets[None] < run[:, None]
-    shared_visible[len(rows):, 0] = True  # a padding row sees one key: finite, never read
+    seen = visible.any(0).nonzero()
+    chunks = max(1, -(-(int(seen.max()) + 1) // CHUNK)) if len(seen) else 1
+    width = chunks * CHUNK
+    queries = len(rows) * groups
+    padded_queries = _padded(queries, ROW_MULTIPLE)
+    region = torch.zeros(padded_queries, width, dtype=torch.bool)
+    region[:queries, :visible.shape[1]] = visible[:, :width].repeat_interleave(groups, 0)
+    region[queries:, 0] = True  # a padding row sees one key: finite, never read
     own = (total > run).nonzero().flatten()
     first_chunk = run[own] // CHUNK
-    own_chunks = int(max(-(-int(total[r]) // CHUNK) - int(f) for r, f in zip(own, first_chunk))) if len(own) else 1
-    own_slots = torch.full((len(own), own_chunks * CHUNK), base, dtype=torch.long)
-    own_visible = torch.zeros(len(own), own_chunks * CHUNK, dtype=torch.bool)
+    spread = int(max(-(-int(total[r]) // CHUNK) - int(f) for r, f in zip(own, first_chunk))) if len(own) else 1
+    own_offsets = run[own, None].repeat(1, spread * CHUNK)  # [X, A*C] the first gap, until filled
+    gathered = torch.zeros(padded_queries, width, dtype=torch.bool)
     for index, (row, chunk) in enumerate(zip(own.tolist(), first_chunk.tolist())):
-        slots = visible[row].nonzero().flatten() + base  # [total] logical order = slot order
-        start = chunk * CHUNK
-        taken = slots[start:start + own_chunks * CHUNK]
-        own_slots[index, :len(taken)] = taken
-        own_visible[index, :len(taken)] = True
-        shared_visible[row, start:] = False  # these chunks come from the row's own product
+        offsets = visible[row].nonzero().flatten()[chunk * CHUNK:]  # logical order = slot order
+        own_offsets[index, :len(offsets)] = offsets
+        gathered[row * groups:(row + 1) * groups, chunk * CHUNK:] = True
+    own_queries = (own[:, None] * groups + torch.arange(groups)).flatten()
     others = torch.ones(allowed.shape[0], dtype=torch.bool)
     others[rows] = False
-    return ExactLayout(rows, others.nonzero().flatten(), base, shared_chunks, shared_visible, own, first_chunk, own_slots, own_visible)
+    hidden = torch.zeros(region.shape).masked_fill_(~region, float("-inf"))
+    return ExactLayout(rows.to(device), others.nonzero().flatten().to(device), base, groups, chunks, hidden.to(device),
+                       (~gathered).float().to(device) if len(own) else None, own_queries.to(device),
+                       own_offsets.to(device), own_offsets.repeat_interleave(groups, 0).to(device))
 
 
-def _chunk_sums(scores: torch.Tensor, visible: torch.Tensor, row_max: torch.Tensor,
-                values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per chunk, sum of exp(score - max) and that times the values.
+def _chunk_sums(weights: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per chunk, the sum of the weights and the weighted sum of the values.
 
-    scores: [B, M, n * C] float (M query rows of each batch entry), visible: broadcastable to scores,
-    row_max: [B, M, 1], values: [B, n, C, D] float. Returns ([B, M, n] weights, [B, n, M, D] outputs)."""
-    weights = torch.exp(scores.masked_fill(~visible, float("-inf")) - row_max)  # masked: exactly 0
+    weights: [B, M, n * C] float, contiguous (M query rows of each batch entry), values: [B, n, C, D] float.
+    Returns ([B, M, n] weight sums, [B, n, M, D] outputs)."""
     batch, rows, width = weights.shape
     chunks = weights.view(batch, rows, width // CHUNK, CHUNK)
     return chunks.sum(-1), torch.matmul(chunks.transpose(1, 2), values)
@@ -126,63 +128,58 @@ def exact_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tenso
     """Attention of the exact rows.
 
     query: [E, heads, D] (the exact rows' queries, rotated); keys, values: [kv_heads, capacity, D] a layer's
-    whole cache buffers (with at least ``layout.region_end`` slots), heads a multiple of kv_heads.
+    whole cache buffers (with at least ``layout.region_end`` slots), heads = kv_heads x ``layout.groups``.
     Returns [E, heads, D] in the query's dtype."""
     rows, heads, dim = query.shape
-    kv_heads = keys.shape[0]
-    groups = heads // kv_heads
-    padded_rows = layout.shared_visible.shape[0]
-    scale = dim ** -0.5
-    q = torch.zeros(padded_rows, heads, dim, dtype=torch.float32, device=query.device)
-    q[:rows] = query.float() * scale
-    q = q.view(padded_rows, kv_heads, groups, dim)
-    end, chunks = layout.region_end, layout.shared_chunks
-    shared_k = keys[:, layout.base:end].float()  # [kv, W, D]
-    shared_v = values[:, layout.base:end].float().view(kv_heads, chunks, CHUNK, dim)
-    # shared product: rows x groups folded into M = padded_rows * groups (a multiple of ROW_MULTIPLE)
-    q_shared = q.permute(1, 0, 2, 3).reshape(kv_heads, padded_rows * groups, dim)
-    scores = torch.matmul(q_shared, shared_k.transpose(1, 2))  # [kv, E_pad*G, W]
-    visible = layout.shared_visible.to(query.device).repeat_interleave(groups, 0)[None]  # [1, E_pad*G, W]
-    row_max = scores.masked_fill(~visible, float("-inf")).amax(-1, keepdim=True)  # [kv, E_pad*G, 1]
-
-    own = layout.own_rows.to(query.device)
-    if len(own):
-        own_groups = _padded(groups, ROW_MULTIPLE)
-        slots = layout.own_slots.to(query.device)  # [X, A*C]
-        own_k = keys[:, slots].float().permute(1, 0, 2, 3)  # [X, kv, A*C, D]
-        own_v = values[:, slots].float().permute(1, 0, 2, 3)
-        q_own = torch.zeros(len(own), kv_heads, own_groups, dim, dtype=torch.float32, device=query.device)
-        q_own[:, :, :groups] = q[own]
-        own_scores = torch.matmul(q_own, own_k.transpose(2, 3))  # [X, kv, G_pad, A*C]
-        own_visible = layout.own_visible.to(query.device)[:, None, None]  # [X, 1, 1, A*C]
-        own_max = own_scores.masked_fill(~own_visible, float("-inf")).amax(-1, keepdim=True)[:, :, :groups]
-        shared_max = row_max.view(kv_heads, padded_rows, groups, 1)
-        joint = torch.maximum(shared_max[:, own], own_max.permute(1, 0, 2, 3))  # [kv, X, G, 1]
-        shared_max[:, own] = joint
-        own_row_max = torch.zeros(len(own), kv_heads, own_groups, 1, device=query.device)
-        own_row_max[:, :, :groups] = joint.permute(1, 0, 2, 3)
-        own_weights, own_out = _chunk_sums(own_scores.view(len(own) * kv_heads, own_groups, -1), own_visible.view(
-            len(own), 1, -1).repeat_interleave(kv_heads, 0), own_row_max.view(len(own) * kv_heads, own_groups, 1),
-            own_v.reshape(len(own) * kv_heads, layout.own_chunks, CHUNK, dim))
-    weights, out = _chunk_sums(scores, visible, row_max, shared_v)  # [kv, M, n], [kv, n, M, D]
-
-    total = layout.total_chunks
-    chunk_weights = torch.zeros(kv_heads, padded_rows, groups, total, device=query.device)
-    chunk_out = torch.zeros(kv_heads, padded_rows, groups, total, dim, device=query.device)
-    chunk_weights[..., :chunks] = weights.view(kv_heads, padded_rows, groups, chunks)
-    chunk_out[..., :chunks, :] = out.view(kv_heads, chunks, padded_rows, groups, dim).permute(0, 2, 3, 1, 4)
-    if len(own):
-        span = layout.own_first_chunk.to(query.device)[:, None] + torch.arange(layout.own_chunks,
-                                                                             device=query.device)  # [X, A]
-        own_weights = own_weights.view(len(own), kv_heads, own_groups, -1)[:, :, :groups].permute(1, 0, 2, 3)
-        own_out = own_out.view(len(own), kv_heads, -1, own_groups, dim)[:, :, :, :groups].permute(1, 0, 3, 2, 4)
-        # the shared product left these chunks at exactly zero for these rows: adding is placing
-        index = span[None, :, None].expand(kv_heads, -1, groups, -1)
-        chunk_weights[:, own] = chunk_weights[:, own].scatter_add(-1, index, own_weights)
-        chunk_out[:, own] = chunk_out[:, own].scatter_add(
-            -2, index[..., None].expand(-1, -1, -1, -1, dim), own_out)
+    kv_heads, groups = keys.shape[0], layout.groups
+    queries, padded_queries = rows * groups, layout.hidden.shape[0]
+    q = query.new_zeros(kv_heads, padded_queries, dim, dtype=torch.float32)
+    q[:, :queries] = (query.float() * dim ** -0.5).view(rows, kv_heads, groups, dim).transpose(0, 1).reshape(
+        kv_heads, queries, dim)
+    region_k = keys[:, layout.base:layout.region_end].float()  # [kv, W, D]
+    region_v = values[:, layout.base:layout.region_end].float()
+    scores = torch.matmul(q, region_k.transpose(1, 2)).add_(layout.hidden)  # [kv, M_pad, W]
+    weights = scores.sub_(scores.amax(-1, keepdim=True)).exp_()  # hidden keys exactly 0
+    if layout.kept is not None:
+        own_weights = weights[:, layout.own_queries].gather(  # [kv, X x G, A*C]
+            -1, layout.own_query_offsets.expand(kv_heads, -1, -1))
+        own_sums = _own_chunk_sums(own_weights, region_v, layout)
+        weights.mul_(layout.kept)
+    sums, out = _chunk_sums(weights, region_v.view(kv_heads, layout.chunks, CHUNK, dim))  # [kv, M, n], [kv, n, M, D]
+    if layout.kept is not None:
+        sums, out = _placed(sums, out, *own_sums, layout)
     # chunks added one after the other in logical order (trailing empty chunks add exact zeros)
-    total_weight = chunk_weights.cumsum(-1)[..., -1:]
-    total_out = chunk_out.cumsum(-2)[..., -1, :]
-    attended = total_out / total_weight  # [kv, E_pad, G, D]
-    return attended.permute(1, 0, 2, 3).reshape(padded_rows, heads, dim)[:rows].to(query.dtype)
+    attended = out.cumsum(1)[:, -1, :queries] / sums.cumsum(-1)[:, :queries, -1:]  # [kv, E x G, D]
+    return attended.view(kv_heads, rows, groups, dim).transpose(0, 1).reshape(rows, heads, dim).to(query.dtype)
+
+
+def _own_chunk_sums(own_weights: torch.Tensor, region_v: torch.Tensor,
+                    layout: ExactLayout) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gathered chunks' sums: own_weights [kv, X x G, A*C] in logical order, region_v [kv, W, D].
+    Returns ([kv, X x G, A] weight sums, [kv, A, X x G, D] outputs); the products run on G padded to
+    ROW_MULTIPLE rows per row and key/value head."""
+    kv_heads, own_queries, width = own_weights.shape
+    groups, spread, dim = layout.groups, width // CHUNK, region_v.shape[-1]
+    count, padded_groups = own_queries // groups, _padded(groups, ROW_MULTIPLE)
+    weights = own_weights.new_zeros(count, kv_heads, padded_groups, width)
+    weights[:, :, :groups] = own_weights.view(kv_heads, count, groups, width).transpose(0, 1)
+    own_v = region_v[:, layout.own_offsets].transpose(0, 1)  # [X, kv, A*C, D]
+    sums, out = _chunk_sums(weights.view(count * kv_heads, padded_groups, width),
+                            own_v.reshape(count * kv_heads, spread, CHUNK, dim))
+    sums = sums.view(count, kv_heads, padded_groups, spread)[:, :, :groups].transpose(0, 1)
+    out = out.view(count, kv_heads, spread, padded_groups, dim)[:, :, :, :groups].permute(1, 2, 0, 3, 4)
+    return sums.reshape(kv_heads, own_queries, spread), out.reshape(kv_heads, spread, own_queries, dim)
+
+
+def _placed(sums: torch.Tensor, out: torch.Tensor, own_sums: torch.Tensor, own_out: torch.Tensor,
+            layout: ExactLayout) -> tuple[torch.Tensor, torch.Tensor]:
+    """The region's chunk sums, sums [kv, M_pad, n] and out [kv, n, M_pad, D], followed by the gathered
+    chunks' (``_own_chunk_sums``; zeros for the other rows). The region's sums are exactly zero from a
+    gathering row's first gathered chunk on, so the chunks added in this order give the sums of its
+    logical order: zeros add nothing."""
+    spread = own_sums.shape[-1]
+    extra_sums = sums.new_zeros(*sums.shape[:2], spread)
+    extra_sums[:, layout.own_queries] = own_sums
+    extra_out = out.new_zeros(out.shape[0], spread, *out.shape[2:])
+    extra_out[:, :, layout.own_queries] = own_out
+    return torch.cat([sums, extra_sums], -1), torch.cat([out, extra_out], 1)

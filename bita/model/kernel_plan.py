@@ -51,6 +51,8 @@ MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its
 PROBE_BUCKETS, PROBE_REPEATS = (2, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path at a probed bucket is this much slower than the fastest
 _probed: set[str] = set()  # plan keys checked in this process
+FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
+_floors: dict[tuple, int] = {}  # row_floor's measurements in this process
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 logger = logging.getLogger(__name__)
@@ -96,15 +98,43 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-             transposed: torch.Tensor | None, packed: torch.Tensor | None) -> torch.Tensor:
+             transposed: torch.Tensor | None, packed: torch.Tensor | None, floor: int = 1) -> torch.Tensor:
     """x [..., in] -> [..., out] by ``path``; ``transposed`` [in, out] and ``packed`` are the
-    weight's copies for those paths."""
+    weight's copies for those paths. Fewer than ``floor`` rows run padded to ``floor`` (copies of the
+    last row): below its floor a path may round a row differently (``row_floor``)."""
+    rows = x.numel() // x.shape[-1]
+    if rows < floor:
+        flat = x.reshape(rows, x.shape[-1])
+        padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
+        return run_path(path, padded, weight, bias, transposed, packed)[:rows].reshape(*x.shape[:-1], -1)
     if path == PACKED:
         return _linear_pointwise(x, packed, bias, "none", [], "")
     if path == TRANSPOSED:
         out = x @ transposed
         return out + bias if bias is not None else out
     return F.linear(x, weight, bias)
+
+
+@torch.inference_mode()
+def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, transposed: torch.Tensor | None,
+              packed: torch.Tensor | None) -> int:
+    """The fewest rows from which ``path`` gives a row bitwise the same result whatever the row count:
+    random rows run in blocks of M (every M in ``FLOOR_BLOCKS``) against the same rows in one block of
+    ``FLOOR_ROWS``; the floor is the least block size from which every tested size agrees. Kernels
+    pick their algorithm by shape (one row: a matrix-vector product; a long reduction: split), so a
+    row alone may round otherwise than among others (docs/method.md). Measured once per weight shape,
+    dtype and path in a process (~0.6 s for a 49152-row head here; few rows miss a difference that shows in one row of ten)."""
+    key = (path, tuple(weight.shape), weight.dtype, bias is not None)
+    if key not in _floors:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(FLOOR_ROWS, weight.shape[1], generator=generator).to(weight.dtype)
+        whole = run_path(path, x, weight, bias, transposed, packed)
+        agrees = {size: all(torch.equal(run_path(path, x[start:start + size], weight, bias, transposed, packed),
+                                        whole[start:start + size])
+                            for start in range(0, FLOOR_ROWS - size + 1, size)) for size in FLOOR_BLOCKS}
+        _floors[key] = next((size for size in FLOOR_BLOCKS if all(agrees[s] for s in FLOOR_BLOCKS if s >= size)),
+                            FLOOR_ROWS)
+    return _floors[key]
 
 
 def _median_seconds(runs: dict[str, Callable[[], object]], repeats: int = REPEATS) -> dict[str, float]:

@@ -45,6 +45,7 @@ from .kernel_plan import (
     cached_plan,
     measure_plan,
     pack,
+    row_floor,
     run_path,
 )
 
@@ -62,7 +63,8 @@ def _planned_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
         return F.linear(x, self.weight, self.bias)
     path = self.bita_paths[bucket_of(x.numel() // x.shape[-1])]
-    return run_path(path, x, self.weight, self.bias, self.bita_transposed_weight, self.bita_packed_weight)
+    return run_path(path, x, self.weight, self.bias, self.bita_transposed_weight, self.bita_packed_weight,
+                    self.bita_row_floor)
 
 
 def _sdpa_shared_kv(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -117,6 +119,8 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         module.bita_transposed_weight = module.weight.detach().t().contiguous() if TRANSPOSED in module.bita_paths \
             else None
         module.bita_packed_weight = pack(module.weight) if PACKED in module.bita_paths else None
+        module.bita_row_floor = row_floor(module.bita_paths[0], module.weight, module.bias,
+                                          module.bita_transposed_weight, module.bita_packed_weight)
         module.forward = MethodType(_planned_forward, module)
     _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)
     return f"{MEASURED} ({plan.describe()})"

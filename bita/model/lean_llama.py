@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .exact_attention import ExactLayout, exact_attention, exact_layout
-from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, run_path
+from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, row_floor, run_path
 from .padded import PaddedLean, compare_with_transformers
 from .static_kv import CachePool, StaticKV
 
@@ -76,10 +76,13 @@ class FusedLinear:
         self.paths = vars(modules[0]).get("bita_paths", (STOCK,) * len(ROW_BUCKETS))
         self.transposed = self.weight.t().contiguous() if TRANSPOSED in self.paths else None
         self.packed = pack(self.weight) if PACKED in self.paths else None
+        self.floor = row_floor(self.paths[0], self.weight, self.bias, self.transposed, self.packed) \
+            if self.weight.device.type == "cpu" else 1
 
     def __call__(self, x: torch.Tensor, bucket: int) -> torch.Tensor:
-        """x [R, in] -> [R, sum out] on the path planned for the pass's row bucket."""
-        return run_path(self.paths[bucket], x, self.weight, self.bias, self.transposed, self.packed)
+        """x [R, in] -> [R, sum out] on the path planned for the pass's row bucket (a lone row padded
+        to the path's floor on this weight, kernel_plan.row_floor)."""
+        return run_path(self.paths[bucket], x, self.weight, self.bias, self.transposed, self.packed, self.floor)
 
 
 class LeanLlama:
@@ -150,21 +153,18 @@ class LeanLlama:
 
         Row-invariant (exact_attention.py): the rows that see none of the cache's first ``cache.base``
         slots (the adapter's prompt slots: every row but a mask row) and see the context's first slot
-        attend by ``exact_attention``, and
-        a pass of one row runs as two (the second a copy whose slot is dropped), since a matrix kernel
-        may round a lone row differently; the others attend by SDPA."""
+        attend by ``exact_attention``, the others by SDPA; a linear pads a pass of fewer rows than its
+        kernel's floor (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
-        if rows == 1:  # a copy beside it, seeing what it sees; its cache slot is written, then left behind
-            embeds, positions = embeds.expand(2, -1), positions.expand(2)
-            allowed = torch.cat([allowed, allowed.new_zeros(1, 1)], -1).expand(2, -1)
         exact_rows = (~allowed[:, :cache.base].any(-1) & allowed[:, cache.base]).nonzero().flatten()
-        exact = exact_layout(allowed, exact_rows, cache.base) if len(exact_rows) else None
-        cache.reserve(max(embeds.shape[0], exact.region_end - cache.length if exact else 0))
+        exact = exact_layout(allowed, exact_rows, cache.base, self.heads // self.kv_heads) if len(exact_rows) \
+            else None
+        cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
-        hidden = self.run_layers(embeds, positions, allowed, bucket_of(embeds.shape[0]), cache.append,
-                                 exact=exact, buffers=cache.buffers)
+        hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append, exact=exact,
+                                 buffers=cache.buffers)
         cache.advance(rows)
-        return hidden[:rows]
+        return hidden
 
     def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, bucket: int,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],

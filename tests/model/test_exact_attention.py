@@ -34,16 +34,15 @@ def tree_pass(generator, parents, masks, base, context, dtype, kv_heads, dim):
 
 
 def alone(query_row, keys, values, base, context, path, dtype):
-    """The same row in an AR pass: no prompt slots, its keys contiguous, run as two rows (a copy)."""
+    """The same row in an AR pass: no prompt slots, its keys contiguous, the pass's only row."""
     order = list(range(base, base + context)) + path
     capacity = len(order) + 2 * CHUNK
     ar_keys = torch.zeros(keys.shape[0], capacity, keys.shape[2], dtype=dtype)
     ar_values = torch.zeros_like(ar_keys)
     ar_keys[:, :len(order)], ar_values[:, :len(order)] = keys[:, order], values[:, order]
-    allowed = torch.zeros(2, len(order) + 1, dtype=torch.bool)
-    allowed[:, :len(order)] = True
-    layout = exact_layout(allowed, torch.arange(2), 0)
-    return exact_attention(query_row.expand(2, -1, -1), ar_keys, ar_values, layout)[0]
+    allowed = torch.ones(1, len(order), dtype=torch.bool)
+    layout = exact_layout(allowed, torch.arange(1), 0, query_row.shape[0] // keys.shape[0])
+    return exact_attention(query_row[None], ar_keys, ar_values, layout)[0]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -61,7 +60,7 @@ def test_a_tree_row_attends_bitwise_as_it_does_alone(dtype, kv_heads, groups, di
             rows = allowed.shape[0]
             query = torch.randn(rows, kv_heads * groups, dim, generator=generator).to(dtype)
             exact_rows = (~allowed[:, :base].any(-1)).nonzero().flatten() if base else torch.arange(len(paths))
-            layout = exact_layout(allowed, exact_rows, base)
+            layout = exact_layout(allowed, exact_rows, base, groups)
             together = exact_attention(query[exact_rows], keys, values, layout)
             for row, path in enumerate(paths):
                 single = alone(query[row], keys, values, base, context, path, dtype)
@@ -77,7 +76,7 @@ def test_exact_attention_is_softmax_attention(kv_heads, groups, dim):
     keys, values, allowed, paths = tree_pass(generator, [-1, 0, -1, 1], 0, 8, 150, torch.float32, kv_heads, dim)
     query = torch.randn(len(paths), kv_heads * groups, dim, generator=generator)
     rows = torch.arange(len(paths))
-    ours = exact_attention(query, keys, values, exact_layout(allowed, rows, 8))
+    ours = exact_attention(query, keys, values, exact_layout(allowed, rows, 8, groups))
     width = allowed.shape[1]
     reference = F.scaled_dot_product_attention(query.transpose(0, 1)[None], keys[None, :, :width],
                                                values[None, :, :width], attn_mask=allowed[None, None],
@@ -89,4 +88,4 @@ def test_a_row_that_misses_the_first_context_slot_is_refused():
     allowed = torch.zeros(2, 10, dtype=torch.bool)
     allowed[:, 5:] = True
     with pytest.raises(ValueError, match="first context slot"):
-        exact_layout(allowed, torch.arange(2), 4)
+        exact_layout(allowed, torch.arange(2), 4, 1)

@@ -18,6 +18,7 @@ from bita.model.kernel_plan import (
     cached_plan,
     measure_plan,
     pack,
+    row_floor,
     run_path,
 )
 
@@ -45,6 +46,28 @@ def test_every_path_computes_the_linear(path):
     with torch.inference_mode():
         out = run_path(path, x, linear.weight, linear.bias, linear.weight.t().contiguous(), pack(linear.weight))
     torch.testing.assert_close(out, linear(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_path_below_its_floor_runs_padded_and_gives_the_rows_it_gives_among_others(monkeypatch):
+    """A path that rounds a lone row otherwise (here: a matrix-vector kernel made to add its products in
+    another order) gets floor 2, and run_path then gives a lone row what it gives it among others."""
+    torch.manual_seed(3)
+    weight = torch.randn(40, 300)
+
+    def lone_rows_differ(x, w, b=None):
+        products = x[..., None, :] * w  # [..., out, in]: each row alone, whatever the row count
+        if x.numel() // x.shape[-1] == 1:  # a lone row: the same products, even and odd ones summed apart
+            return products[..., ::2].sum(-1) + products[..., 1::2].sum(-1)
+        return products.sum(-1)
+
+    monkeypatch.setattr(kernel_plan.F, "linear", lone_rows_differ)
+    monkeypatch.setattr(kernel_plan, "_floors", {})
+    assert row_floor(STOCK, weight, None, None, None) == 2
+    x = torch.randn(5, 300)
+    among = run_path(STOCK, x, weight, None, None, None)
+    assert not all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None, None), among[i:i + 1]) for i in range(5))
+    assert all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None, None, floor=2), among[i:i + 1])
+               for i in range(5))
 
 
 def small_stack():
