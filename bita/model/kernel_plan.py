@@ -123,7 +123,8 @@ def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, transp
     ``FLOOR_ROWS``; the floor is the least block size from which every tested size agrees. Kernels
     pick their algorithm by shape (one row: a matrix-vector product; a long reduction: split), so a
     row alone may round otherwise than among others (docs/method.md). Measured once per weight shape,
-    dtype and path in a process (~0.6 s for a 49152-row head here; few rows miss a difference that shows in one row of ten)."""
+    dtype and path in a process (~0.6 s for a 49152-row head here; 16 rows missed a difference that shows
+    in one row of ten)."""
     key = (path, tuple(weight.shape), weight.dtype, bias is not None)
     if key not in _floors:
         generator = torch.Generator().manual_seed(0)
