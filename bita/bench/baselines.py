@@ -1,6 +1,8 @@
 """HF ``generate`` as a timed, validated run beside BiTA's: the baseline a user would run, the same
-with a static cache (compiled by ``generate`` on a GPU), HF prompt lookup decoding (a draft-free
-peer), and BiTA itself inside ``generate`` (``custom_generate``, bita/hf.py)."""
+with a static cache (compiled by ``generate`` on a GPU), the same in float32 on a float32 copy of the
+model (what a user runs by default on a CPU, and the reference a half-precision run is compared
+with), HF prompt lookup decoding (a draft-free peer), and BiTA itself inside ``generate``
+(``custom_generate``, bita/hf.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..generate import RunResult, check_sampling, validate_request
 from ..hf import generate as bita_in_generate
 from ..model.adapter import BitaAdapter
 from ..model.device import device_of, timed
-from ..model.loading import LoadedModel
+from ..model.loading import DEFAULT_MODEL, DEFAULT_NAME, LoadedModel, load_model
 from ..plan.tree_plan import TreePlan
 
 
@@ -33,6 +35,21 @@ def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
     tokens, finish = stop.take(generated)
     return RunResult("pld" if prompt_lookup_tokens else "hfs" if static_cache else "hf", tokens,
                      loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)
+
+
+_float32_twins: dict[int, LoadedModel] = {}  # id(loaded.model) -> its float32 copy, loaded once a process
+
+
+def float32_twin(loaded: LoadedModel) -> LoadedModel:
+    """``loaded`` itself where its weights are float32, else the same model loaded again in float32 on
+    the stock kernels (once a process): HF generate's float32 reference beside a half-precision run."""
+    if loaded.model.dtype == torch.float32:
+        return loaded
+    key = id(loaded.model)
+    if key not in _float32_twins:
+        name = DEFAULT_MODEL if loaded.name == DEFAULT_NAME else loaded.name
+        _float32_twins[key] = load_model(name, str(loaded.device), "float32", kernels="stock")
+    return _float32_twins[key]
 
 
 def run_custom_generate(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompt_ids: list[int],

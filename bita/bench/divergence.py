@@ -39,15 +39,17 @@ def first_difference(ours: list[int], reference: list[int]) -> int | None:
 
 
 @torch.inference_mode()
-def divergence(loaded: LoadedModel, prompt_ids: list[int], ours: list[int], reference: list[int]) -> Divergence | None:
+def divergence(loaded: LoadedModel, prompt_ids: list[int], ours: list[int], reference: list[int],
+               rounding_dtype: torch.dtype | None = None) -> Divergence | None:
     """None when the outputs are equal; else where they part and the reference's logit gap there, from one
-    forward pass of prompt + the shared prefix in the model's dtype."""
+    forward pass of prompt + the shared prefix in the model's dtype; the rounding that makes a near tie in
+    ``rounding_dtype`` (default: the model's)."""
     position = first_difference(ours, reference)
     if position is None:
         return None
     ids = torch.tensor([prompt_ids + reference[:position]], device=device_of(loaded.model))
     hidden = loaded.model.base_model(input_ids=ids).last_hidden_state[0, -1:]
     top = output_logits(loaded.model, hidden)[0].topk(2).values
-    dtype = loaded.model.get_input_embeddings().weight.dtype
+    dtype = rounding_dtype or loaded.model.get_input_embeddings().weight.dtype
     ulp = float(top[0].abs()) * torch.finfo(dtype).eps
     return Divergence(position, float(top[0] - top[1]), NEAR_TIE_ULPS * ulp)

@@ -32,13 +32,13 @@ from ..model.adapter import BitaAdapter
 from ..model.kernels import stock_kernels
 from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
-from .baselines import run_custom_generate, run_hf
-from .divergence import divergence
+from .baselines import float32_twin, run_custom_generate, run_hf
+from .divergence import Divergence, divergence
 from .suites import BenchPrompt
 
-METHODS = ("hf", "hfs", "ar", "pld", "hfc", "bita")
+METHODS = ("hf", "hf32", "hfs", "ar", "pld", "hfc", "bita")
 BASELINES = METHODS[:-1]
-LABELS = {"hf": "HF generate", "hfs": "HF generate, static cache", "ar": "our AR loop", "pld": "HF prompt lookup",
+LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, static cache", "ar": "our AR loop", "pld": "HF prompt lookup",
           "hfc": "BiTA in HF generate", "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
@@ -60,6 +60,7 @@ class PromptResult:
     same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's
     accepted_by_source: dict[str, int] = field(default_factory=dict)  # BiTA's accepted drafts by who proposed them
     divergence: dict | None = None  # greedy and not identical: where BiTA parts from the reference (divergence.py)
+    divergence_fp32: dict | None = None  # greedy, hf32 ran and differs: where BiTA parts from HF generate in fp32
 
     @property
     def mean_accepted(self) -> float:
@@ -68,6 +69,8 @@ class PromptResult:
 
 def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan,
                prompt_ids: list[int], max_new_tokens: int, sampling: Sampling = GREEDY) -> RunResult:
+    if method == "hf32":
+        return run_hf(float32_twin(loaded), prompt_ids, max_new_tokens, sampling=sampling)
     if method in ("hf", "hfs", "pld"):
         lookup = PLD_TOKENS if method == "pld" else None
         with stock_kernels(loaded.model):
@@ -101,10 +104,17 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
     sources = Counter(s for record in bita.steps for s in record.emitted_sources() if s is not None)
     parted = (divergence(loaded, prompt_ids, bita.tokens, runs[reference_of(methods)].tokens)
               if sampling.greedy else None)
+    # against fp32: the fp32 pass's top-2 gap, judged against the rounding of the loaded dtype
+    parted_fp32 = (divergence(float32_twin(loaded), prompt_ids, bita.tokens, runs["hf32"].tokens,
+                              rounding_dtype=loaded.model.dtype) if sampling.greedy and "hf32" in runs else None)
     return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
                         same.get(reference_of(methods)), {m: r.seconds for m, r in runs.items()},
-                        {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources),
-                        {**asdict(parted), "near_tie": parted.near_tie} if parted else None)
+                        {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources), _as_dict(parted),
+                        _as_dict(parted_fp32))
+
+
+def _as_dict(parted: Divergence | None) -> dict | None:
+    return {**asdict(parted), "near_tie": parted.near_tie} if parted else None
 
 
 def reference_of(methods: tuple[str, ...]) -> str:
@@ -222,11 +232,18 @@ class BenchReport:
             note += (f" Identity is not guaranteed here ({self.setup['dtype']} or k-bit weights: tree and AR passes "
                      "round differently; fp32 is the lossless mode).")
         if parted:
-            ties = sum(d["near_tie"] for d in parted)
-            note += (f" {len(parted)} differ from {summary['reference']}; at the first difference its top-2 logit gap "
-                     f"was within rounding (a near tie) for {ties}: " + ", ".join(
-                         f"token {d['position']} gap {d['gap']:.3g}" for d in parted[:8]) + ".")
+            note += self.parted_note(parted, summary["reference"], "its")
+        parted_fp32 = [r.divergence_fp32 for r in self.prompts if r.divergence_fp32]
+        if parted_fp32:
+            note += self.parted_note(parted_fp32, LABELS["hf32"], f"the fp32 pass's (rounding of {self.setup['dtype']})")
         return note
+
+    @staticmethod
+    def parted_note(parted: list[dict], reference: str, whose: str) -> str:
+        ties = sum(d["near_tie"] for d in parted)
+        return (f" {len(parted)} differ from {reference}; at the first difference {whose} top-2 logit gap was within "
+                f"rounding (a near tie) for {ties}: "
+                + ", ".join(f"token {d['position']} gap {d['gap']:.3g}" for d in parted[:8]) + ".")
 
 
 def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts: list[BenchPrompt],

@@ -46,7 +46,8 @@ class ExactLayout:
     products' query rows are the exact rows' heads, row-major: query row e x G + g is head g of exact row e
     within a key/value head's group of G, padded to M_pad rows (a multiple of ROW_MULTIPLE).
 
-    rows: [E] which of the pass's rows are exact; others: [R'] the rest (they attend with SDPA).
+    rows: [E] which of the pass's rows are exact; others: [R'] the rest (they attend with SDPA), and
+        others_allowed [1, 1, R', K] bool the slots they see; leading: the exact rows are the pass's first E.
     base: the cache slot of logical key 0 (the first slot after the adapter's prompt slots).
     groups: G, query heads per key/value head.
     chunks: the region's chunks.
@@ -62,6 +63,8 @@ class ExactLayout:
 
     rows: torch.Tensor
     others: torch.Tensor
+    others_allowed: torch.Tensor
+    leading: bool
     base: int
     groups: int
     chunks: int
@@ -107,8 +110,11 @@ def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: i
     own_queries = (own[:, None] * groups + torch.arange(groups)).flatten()
     others = torch.ones(allowed.shape[0], dtype=torch.bool)
     others[rows] = False
+    others = others.nonzero().flatten()
+    leading = bool((rows.cpu() == torch.arange(len(rows))).all())
     hidden = torch.zeros(region.shape).masked_fill_(~region, float("-inf"))
-    return ExactLayout(rows.to(device), others.nonzero().flatten().to(device), base, groups, chunks, hidden.to(device),
+    return ExactLayout(rows.to(device), others.to(device), allowed[others].to(device)[None, None], leading, base,
+                       groups, chunks, hidden.to(device),
                        (~gathered).float().to(device) if len(own) else None, own_queries.to(device),
                        own_offsets.to(device), own_offsets.repeat_interleave(groups, 0).to(device))
 

@@ -198,7 +198,7 @@ class LeanLlama:
                 attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
                 attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
             elif exact is not None:
-                attended = self.attend_exact(q, keys, values, allowed, exact, buffers(index))
+                attended = self.attend_exact(q, keys, values, exact, buffers(index))
             else:
                 attended = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
                                                           enable_gqa=True)[0].transpose(0, 1)
@@ -209,17 +209,21 @@ class LeanLlama:
 
 
     @staticmethod
-    def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor,
-                     exact: ExactLayout, buffers: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, exact: ExactLayout,
+                     buffers: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """q [R, heads, d]: ``exact.rows`` by exact_attention over the whole ``buffers``, the other rows
-        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``allowed`` [R, K]. Returns [R, heads, d]."""
-        if len(exact.rows) == q.shape[0]:
+        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``exact.others_allowed``. Returns [R, heads, d]."""
+        count = len(exact.rows)
+        if count == q.shape[0]:
             return exact_attention(q, *buffers, exact)
+        if exact.leading:  # the ordinary rows first, then the mask rows: slices, no gathers
+            return torch.cat([exact_attention(q[:count], *buffers, exact), F.scaled_dot_product_attention(
+                q[count:].transpose(0, 1)[None], keys, values, attn_mask=exact.others_allowed,
+                enable_gqa=True)[0].transpose(0, 1)])
         attended = torch.empty_like(q)
         attended[exact.rows] = exact_attention(q[exact.rows], *buffers, exact)
-        others = exact.others
-        attended[others] = F.scaled_dot_product_attention(
-            q[others].transpose(0, 1)[None], keys, values, attn_mask=allowed[others].to(q.device)[None, None],
+        attended[exact.others] = F.scaled_dot_product_attention(
+            q[exact.others].transpose(0, 1)[None], keys, values, attn_mask=exact.others_allowed,
             enable_gqa=True)[0].transpose(0, 1)
         return attended
 

@@ -132,3 +132,27 @@ def test_bita_inside_hf_generate_is_a_method_of_its_own(default_model):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Name three colours."}])
     inside, alone = (run_method(m, default_model, adapter, plan, ids, 24) for m in ("hfc", "bita"))
     assert inside.method == "hfc" and inside.tokens == alone.tokens and inside.seconds > 0
+
+
+def test_a_half_precision_bench_reports_agreement_with_hf_generate_in_fp32(tmp_path, capsys, default_model):
+    """``hf32``: HF generate on a float32 copy beside a bf16 run, timed as a baseline, its tokens compared
+    with BiTA's, and where they part the fp32 pass's top-2 gap judged against bf16 rounding."""
+    from bita.bench.baselines import float32_twin
+
+    assert float32_twin(default_model) is default_model  # already float32: no copy
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "chat", "prompt": "Name three colours."}) + "\n")
+    report_path, table_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", "chain:2", "--dtype",
+                 "bfloat16", "--methods", "hf32,ar,bita", "--json-out", str(report_path), "--markdown",
+                 str(table_path)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(report_path.read_text())
+    first, summary = report["prompts"][0], report["summary"]
+    assert report["setup"]["dtype"] == "torch.bfloat16" and set(first["seconds"]) == {"hf32", "ar", "bita"}
+    assert set(summary["speedup_vs"]) == {"hf32", "ar"} and summary["same_as_bita"]["hf32"] in (0, 1)
+    parted = first["divergence_fp32"]
+    assert (parted is None) == first["same_as_bita"]["hf32"]
+    if parted:
+        assert parted["position"] >= 0 and parted["gap"] >= 0 and parted["rounding"] > 1e-3  # bf16's, not fp32's
+    assert "HF generate fp32 tok/s" in table_path.read_text()
