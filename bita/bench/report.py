@@ -38,8 +38,8 @@ from .suites import BenchPrompt
 
 METHODS = ("hf", "hf32", "hfs", "ar", "pld", "hfc", "bita")
 BASELINES = METHODS[:-1]
-LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, static cache", "ar": "our AR loop", "pld": "HF prompt lookup",
-          "hfc": "BiTA in HF generate", "bita": "BiTA"}
+LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, static cache", "ar": "our AR loop",
+          "pld": "HF prompt lookup", "hfc": "BiTA in HF generate", "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
 PLD_TOKENS = 4
@@ -235,7 +235,8 @@ class BenchReport:
             note += self.parted_note(parted, summary["reference"], "its")
         parted_fp32 = [r.divergence_fp32 for r in self.prompts if r.divergence_fp32]
         if parted_fp32:
-            note += self.parted_note(parted_fp32, LABELS["hf32"], f"the fp32 pass's (rounding of {self.setup['dtype']})")
+            note += self.parted_note(parted_fp32, LABELS["hf32"],
+                                     f"the fp32 pass's (rounding of {self.setup['dtype']})")
         return note
 
     @staticmethod

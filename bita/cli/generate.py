@@ -72,6 +72,6 @@ def run_generate(args: argparse.Namespace) -> dict:
             if parted:  # in fp32 a bug; in bf16/fp16 a near tie when the gap is within rounding
                 report.update(first_difference=parted.position, reference_top2_gap=round(parted.gap, 4),
                               near_tie=parted.near_tie)
-        elif bita.tokens != ar.tokens:  # a bug, or (bf16, k-bit) logits of a tree row and an AR row unequal at a near tie
+        elif bita.tokens != ar.tokens:  # a bug, or (bf16, k-bit) tree and AR rows' logits apart at a near tie
             report.update(first_difference=shared_prefix(bita.tokens, ar.tokens))
     return report

@@ -30,7 +30,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_sampling_arguments(bench)
     bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
                        "hf32 (HF generate in float32, a float32 copy where the model is not: agreement and "
-                       "speed against what a CPU user runs by default), hfs (HF generate with a static cache, which it compiles on a GPU), ar (our AR loop, "
+                       "speed against what a CPU user runs by default), hfs (HF generate with a static cache, "
+                       "which it compiles on a GPU), ar (our AR loop, "
                        "loaded kernels), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
                        "custom_generate), bita; bita and a baseline")
     bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")

@@ -157,8 +157,8 @@ class LeanLlama:
         kernel's floor (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
         exact_rows = (~allowed[:, :cache.base].any(-1) & allowed[:, cache.base]).nonzero().flatten()
-        exact = exact_layout(allowed, exact_rows, cache.base, self.heads // self.kv_heads) if len(exact_rows) \
-            else None
+        exact = exact_layout(allowed, exact_rows, cache.base, self.heads // self.kv_heads, self.device) \
+            if len(exact_rows) else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
         hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append, exact=exact,
@@ -212,7 +212,8 @@ class LeanLlama:
     def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, exact: ExactLayout,
                      buffers: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """q [R, heads, d]: ``exact.rows`` by exact_attention over the whole ``buffers``, the other rows
-        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``exact.others_allowed``. Returns [R, heads, d]."""
+        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``exact.others_allowed``.
+        Returns [R, heads, d]."""
         count = len(exact.rows)
         if count == q.shape[0]:
             return exact_attention(q, *buffers, exact)

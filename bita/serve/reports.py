@@ -17,7 +17,8 @@ def introduction(model: str, device: str, exact: bool = True) -> str:
                 "may part from plain greedy decoding at a near tie (fp32 is the lossless mode)")
     return (f"# BiTA: bi-directional tuning for lossless acceleration\nModel **{model}** on **{device}**. "
             f"{identity} (and a sampled answer, at a temperature above 0, is what AR sampling draws with the "
-            "same seed, whatever the tree: the status line names the seed that draws it again); the colours show which forward pass produced each token and how (hover a token for its "
+            "same seed, whatever the tree: the status line names the seed that draws it again); the colours show "
+            "which forward pass produced each token and how (hover a token for its "
             "pass and the drafts it beat; click it to inspect that pass).")
 
 
