@@ -25,7 +25,8 @@ import torch
 
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
-from bita.model.kernels import SHARED_KV_ATTENTION, STOCK_ATTENTION, stock_kernels
+from bita.model.hf_attention import set_row_invariant
+from bita.model.kernels import stock_kernels
 from bita.model.loading import load_model
 from bita.model.shipped import resolve_adapter
 
@@ -46,11 +47,11 @@ def code_at(directory: str | None):
 
 @contextlib.contextmanager
 def stock_attention(model):
-    model.set_attn_implementation(STOCK_ATTENTION)
+    set_row_invariant(model, False)
     try:
         yield
     finally:
-        model.set_attn_implementation(SHARED_KV_ATTENTION)
+        set_row_invariant(model, True)
 
 
 class Side:

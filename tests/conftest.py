@@ -68,6 +68,23 @@ def windowed_tiny(request):
     return tiny_model(request.param)
 
 
+def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None
+                 ) -> torch.nn.Module:
+    """A tiny model (``model``, else ``tiny_model(arch)``) in ``dtype`` on our kernels, every linear on one
+    path (oneDNN's packed where this CPU packs that dtype) as a measured plan would have it, and on the
+    lean forward where ``lean`` and its architecture has one (else transformers' path, our attention)."""
+    from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, KernelPlan, pack
+    from bita.model.kernels import apply_kernels
+    from bita.model.lean_llama import attach_lean
+
+    model = (model if model is not None else tiny_model(arch)).to(dtype)
+    path = PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK
+    apply_kernels(model, "auto", plan=KernelPlan((path,) * len(ROW_BUCKETS), (path,) * len(ROW_BUCKETS)))
+    if lean:
+        attach_lean(model)
+    return model
+
+
 def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[list[int]]:
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(low, high, (count,), generator=generator)

@@ -12,7 +12,8 @@ from ..model.device import device_of, output_logits, timed
 from ..model.static_kv import StaticKV
 from .records import StepRecord
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
-from .step import forward_rows, new_cache, release_cache
+from .rows import forward_rows, release_cache
+from .step import new_cache
 from .stopping import StopCondition
 
 
@@ -20,17 +21,14 @@ from .stopping import StopCondition
 def _ar_pass(model: nn.Module, cache: DynamicCache | StaticKV, tokens: list[int], sampling: Sampling,
              noise: RaceNoise | None) -> int:
     """Feed ``tokens`` after the cache; return the next token (argmax, or the race winner of p with
-    ``noise``'s vector for its position: what ``torch.multinomial`` draws). A StaticKV runs the lean
-    forward (causal over the cache), a DynamicCache transformers' model."""
+    ``noise``'s vector for its position: what ``torch.multinomial`` draws), causal over the cache, by
+    the forward BiTA's passes run on (rows.py)."""
     input_ids = torch.tensor(tokens, device=device_of(model))
     rows, cached = len(tokens), cache.get_seq_length()
-    if isinstance(cache, StaticKV):
-        allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
-        hidden = forward_rows(model, cache, model.get_input_embeddings()(input_ids),
-                              torch.arange(cached, cached + rows), allowed)
-        return next_token(output_logits(model, hidden[-1:])[0], sampling, noise, cached + rows)
-    logits = model(input_ids=input_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1).logits
-    return next_token(logits[0, -1], sampling, noise, cached + rows)
+    allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
+    hidden = forward_rows(model, cache, model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows),
+                          allowed)
+    return next_token(output_logits(model, hidden[-1:])[0], sampling, noise, cached + rows)
 
 
 def ar_steps(model: nn.Module, prompt_ids: list[int], stop: StopCondition,

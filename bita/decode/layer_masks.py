@@ -34,6 +34,12 @@ def layer_windows(config) -> dict[str, int | None]:
     return {kind: window if kind == SLIDING else None for kind in dict.fromkeys(types)}
 
 
+def layer_kinds(config) -> list[str]:
+    """Each attention layer's type, in layer order (``config.layer_types``, or one type for all)."""
+    types = getattr(config, "layer_types", None)
+    return list(types) if types else [next(iter(layer_windows(config)))] * config.num_hidden_layers
+
+
 def within_window(query_positions: torch.Tensor, key_positions: torch.Tensor, window: int) -> torch.Tensor:
     """query_positions [..., Q], key_positions [..., K] -> bool [..., Q, K]: q - k < window."""
     return query_positions[..., :, None] - key_positions[..., None, :] < window
@@ -54,10 +60,21 @@ def layer_attention_mask(config, allowed: torch.Tensor, query_positions: torch.T
                          key_positions: torch.Tensor, dtype: torch.dtype,
                          device: torch.device | str) -> torch.Tensor | dict[str, torch.Tensor]:
     """transformers' ``attention_mask`` for rows at ``query_positions`` [..., Q] under ``allowed``
-    [..., Q, P + K] (P prompt slots, then keys at ``key_positions`` [..., K]): one additive mask
-    [B, 1, Q, P + K] when every layer type sees the same keys, else one per layer type (the
-    mapping transformers' models with mixed layer types take, keyed like ``config.layer_types``)."""
-    windows = layer_windows(config)
-    masks = {kind: additive_mask(windowed(allowed, query_positions, key_positions, window), dtype, device)
-             for kind, window in windows.items()}
+    [..., Q, P + K] (P prompt slots, then keys at ``key_positions`` [..., K]) on ``config``'s layers."""
+    return attention_mask_of(layer_visibility(config, allowed, query_positions, key_positions), dtype, device)
+
+
+def layer_visibility(config, allowed: torch.Tensor, query_positions: torch.Tensor,
+                     key_positions: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per layer type of ``config``, what its rows see of ``allowed`` [..., Q, P + K] bool (``windowed``)."""
+    return {kind: windowed(allowed, query_positions, key_positions, window)
+            for kind, window in layer_windows(config).items()}
+
+
+def attention_mask_of(visibility: dict[str, torch.Tensor], dtype: torch.dtype,
+                      device: torch.device | str) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The ``attention_mask`` of a per-layer-type ``visibility``: one additive mask [B, 1, Q, P + K] when
+    every layer type sees the same keys, else one per layer type (the mapping transformers' models with
+    mixed layer types take, keyed like ``config.layer_types``)."""
+    masks = {kind: additive_mask(seen, dtype, device) for kind, seen in visibility.items()}
     return next(iter(masks.values())) if len(masks) == 1 else masks

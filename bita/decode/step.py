@@ -25,10 +25,9 @@ from ..drafts.tree import EMPTY_TREE, ROOT, DraftTree
 from ..drafts.trie import GROUPS_NONE, NGRAM_RANK, build_trie
 from ..model.adapter import BitaAdapter
 from ..model.device import device_of, output_logits, timed
-from ..model.lean_llama import lean_of
 from ..model.static_kv import StaticKV
-from .layer_masks import layer_attention_mask
 from .masks import PassLayout, allowed_keys, decode_layout
+from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
@@ -60,48 +59,11 @@ class DecodeState:
         self.drafts = drafts
 
 
-@torch.inference_mode()
 def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 0) -> DynamicCache | StaticKV:
-    """An empty cache for ``model``'s forward (a StaticKV from the lean forward's pool where it runs the
-    model, with room for ``rows`` slots past the prompt slots and its graphs recorded: padded.py), with
-    ``adapter``'s prompt key/values in its first P slots. Give it back with ``release_cache``."""
-    dtype, lean = model.get_input_embeddings().weight.dtype, lean_of(model)
-    if lean is None:
-        return adapter.prompt_cache(model, 1, dtype) if adapter else DynamicCache(config=model.config)
-    prompts = adapter.prompt_key_values(model, dtype) if adapter else []
-    cache = lean.new_cache(rows + (adapter.n_prompt if adapter else 0))
-    if prompts:
-        cache.reserve(adapter.n_prompt)
-        for layer, (keys, values) in enumerate(prompts):
-            cache.append(layer, keys, values)
-        cache.advance(adapter.n_prompt)
-        cache.base = adapter.n_prompt
-    return cache
-
-
-def release_cache(model: nn.Module, cache: DynamicCache | StaticKV) -> None:
-    """A request is done with ``cache``: a pooled one goes back for the next request to reuse."""
-    lean = lean_of(model)
-    if lean is not None and isinstance(cache, StaticKV):
-        lean.release(cache)
-
-
-def forward_rows(model: nn.Module, cache: DynamicCache | StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
-                 allowed: torch.Tensor, n_prompt: int = 0) -> torch.Tensor:
-    """Rows embeds [R, H] at ``positions`` [R] through the frozen model, appended to ``cache``;
-    ``allowed`` [R, cached + R] bool, where the cache holds ``n_prompt`` prompt slots and then the
-    ordinary tokens at positions 0, 1, ... Returns last hidden states [R, H]: the lean forward's for
-    a StaticKV, transformers' for a DynamicCache (within 1e-5 on tiny models, tests/model/test_lean_llama.py;
-    bit-identical logits on the default model, benchmarks/lean_forward.py), each sliding-window layer
-    seeing only its window (layer_masks.py)."""
-    if isinstance(cache, StaticKV):
-        return lean_of(model).forward(cache, embeds, positions, allowed)
-    device, dtype = embeds.device, embeds.dtype
-    positions = positions.cpu()
-    keys = torch.cat([torch.arange(allowed.shape[-1] - len(positions) - n_prompt), positions])
-    mask = layer_attention_mask(model.config.get_text_config(), allowed, positions, keys, dtype, device)
-    return model.base_model(inputs_embeds=embeds[None], position_ids=positions.to(device)[None],
-                            attention_mask=mask, past_key_values=cache, use_cache=True).last_hidden_state[0]
+    """An empty cache for ``model``'s forward with ``adapter``'s prompt key/values in its first P slots
+    and room for ``rows`` slots past them (rows.py). Give it back with ``release_cache``."""
+    dtype = model.get_input_embeddings().weight.dtype
+    return cache_with(model, adapter.prompt_key_values(model, dtype) if adapter else [], rows)
 
 
 def forward_layout(model: nn.Module, adapter: BitaAdapter, cache: DynamicCache | StaticKV, layout: PassLayout,
@@ -186,20 +148,6 @@ def read_greedy(verified_logits: torch.Tensor, group_logits: Callable[[int], tor
     tokens = packed[count:count + top.indices.numel()].long().view(shape)
     probs = packed[count + top.indices.numel():].to(top.values.dtype).view(shape)
     return packed[:count].long().tolist(), lambda group: Drafts(tokens[group], probs[group])
-
-
-def keep_cache_rows(cache: DynamicCache | StaticKV, start: int, rows: list[int]) -> None:
-    """Keep only new rows ``rows`` (ascending) of the pass that began at cache slot ``start``."""
-    if isinstance(cache, StaticKV):
-        cache.keep(start, rows)
-        return
-    kept = len(rows)
-    if rows != list(range(kept)):
-        source = torch.tensor(rows, device=cache.layers[0].keys.device) + start
-        for layer in cache.layers:
-            layer.keys[:, :, start:start + kept] = layer.keys[:, :, source]
-            layer.values[:, :, start:start + kept] = layer.values[:, :, source]
-    cache.crop(-(cache.get_seq_length() - start - kept))
 
 
 def _timed_record(model, record_fn):

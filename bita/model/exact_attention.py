@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 CHUNK = 64  # keys per chunk: a multiple of every CPU's float32 vector width (exp runs vectorised throughout)
 ROW_MULTIPLE = 4  # matrix products run on a multiple of this many query rows
@@ -80,12 +81,23 @@ class ExactLayout:
         return self.base + self.chunks * CHUNK
 
 
+def exact_rows(allowed: torch.Tensor, base: int) -> torch.Tensor:
+    """The rows [E] of a pass under ``allowed`` [R, K] that attend exactly: those that see none of the
+    first ``base`` slots (the adapter's prompt slots: every row but a mask row) and see slot ``base``."""
+    return (~allowed[:, :base].any(-1) & allowed[:, base]).nonzero().flatten()
+
+
 def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: int,
-                 device: torch.device | str = "cpu") -> ExactLayout:
+                 device: torch.device | str = "cpu", windowed: torch.Tensor | None = None) -> ExactLayout:
     """The layout of ``rows`` [E] of a pass whose rows see ``allowed`` [R, K] cache slots, for a model with
     ``groups`` query heads per key/value head: each row's visible slots from ``base`` on, in slot order,
-    are its logical keys; every exact row sees ``base``."""
+    are its logical keys; every exact row sees ``base``.
+
+    ``windowed`` [R, K] bool: what a sliding-window layer's rows see of ``allowed`` (None: all of it). The
+    keys a window hides keep their places in the logical sequence with weight exactly 0, so a row's
+    chunks fall where they fall without the window, in an AR pass as in a tree pass."""
     visible = allowed[rows, base:].cpu()  # [E, K - base]
+    shown = visible if windowed is None else windowed[rows, base:].cpu()
     if len(rows) and not bool(visible[:, 0].all()):
         raise ValueError("an exact row must see the first context slot")
     run = visible.int().cumprod(-1).sum(-1)  # [E] length of each row's contiguous run from base
@@ -96,7 +108,7 @@ def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: i
     queries = len(rows) * groups
     padded_queries = _padded(queries, ROW_MULTIPLE)
     region = torch.zeros(padded_queries, width, dtype=torch.bool)
-    region[:queries, :visible.shape[1]] = visible[:, :width].repeat_interleave(groups, 0)
+    region[:queries, :shown.shape[1]] = shown[:, :width].repeat_interleave(groups, 0)
     region[queries:, 0] = True  # a padding row sees one key: finite, never read
     own = (total > run).nonzero().flatten()
     first_chunk = run[own] // CHUNK
@@ -129,22 +141,33 @@ def _chunk_sums(weights: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tens
     return chunks.sum(-1), torch.matmul(chunks.transpose(1, 2), values)
 
 
-def exact_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                    layout: ExactLayout) -> torch.Tensor:
+def _region(buffer: torch.Tensor, layout: ExactLayout) -> torch.Tensor:
+    """A layer's keys or values [kv_heads, capacity, D] -> float [kv_heads, W, D] over the layout's region,
+    zeros past the buffer's end (a cache that holds only its valid slots)."""
+    region = buffer[:, layout.base:layout.region_end].float()
+    missing = layout.region_end - layout.base - region.shape[1]
+    return F.pad(region, (0, 0, 0, missing)) if missing else region
+
+
+def exact_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, layout: ExactLayout,
+                    scaling: float | None = None, softcap: float | None = None) -> torch.Tensor:
     """Attention of the exact rows.
 
     query: [E, heads, D] (the exact rows' queries, rotated); keys, values: [kv_heads, capacity, D] a layer's
-    whole cache buffers (with at least ``layout.region_end`` slots), heads = kv_heads x ``layout.groups``.
+    cache buffers (the region past ``capacity`` reads as zeros), heads = kv_heads x ``layout.groups``;
+    ``scaling``: of the scores (None: D ** -0.5); ``softcap``: scores become tanh(s / cap) x cap (Gemma 2).
     Returns [E, heads, D] in the query's dtype."""
     rows, heads, dim = query.shape
     kv_heads, groups = keys.shape[0], layout.groups
     queries, padded_queries = rows * groups, layout.hidden.shape[0]
     q = query.new_zeros(kv_heads, padded_queries, dim, dtype=torch.float32)
-    q[:, :queries] = (query.float() * dim ** -0.5).view(rows, kv_heads, groups, dim).transpose(0, 1).reshape(
-        kv_heads, queries, dim)
-    region_k = keys[:, layout.base:layout.region_end].float()  # [kv, W, D]
-    region_v = values[:, layout.base:layout.region_end].float()
-    scores = torch.matmul(q, region_k.transpose(1, 2)).add_(layout.hidden)  # [kv, M_pad, W]
+    q[:, :queries] = (query.float() * (dim ** -0.5 if scaling is None else scaling)).view(
+        rows, kv_heads, groups, dim).transpose(0, 1).reshape(kv_heads, queries, dim)
+    region_k, region_v = _region(keys, layout), _region(values, layout)  # [kv, W, D]
+    scores = torch.matmul(q, region_k.transpose(1, 2))  # [kv, M_pad, W]
+    if softcap:
+        scores = scores.div_(softcap).tanh_().mul_(softcap)
+    scores = scores.add_(layout.hidden)
     weights = scores.sub_(scores.amax(-1, keepdim=True)).exp_()  # hidden keys exactly 0
     if layout.kept is not None:
         own_weights = weights[:, layout.own_queries].gather(  # [kv, X x G, A*C]

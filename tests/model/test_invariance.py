@@ -1,72 +1,88 @@
-"""Row-invariant passes on tiny models of every lean family, in bf16 and fp32: the probe finds every
-verification row's logits bitwise equal to our AR loop's, greedy BiTA emits our AR loop's tokens, and a
-deliberately row-dependent kernel is caught."""
+"""Row-invariant passes on tiny models of every family, in bf16 and fp32, on both forwards (the lean one,
+and transformers' path with our attention: Gemma 2/3 with soft-capping and interleaved windows, Qwen3,
+windowed Mistral and Qwen2, and a lean family on transformers' path too): the probe finds every
+verification row's logits bitwise equal to our AR loop's, greedy BiTA emits our AR loop's tokens past
+the windows, and a deliberately row-dependent kernel is caught on each forward."""
 
 import pytest
 import torch
-from conftest import random_prompts, tiny_model, tree_of
+from conftest import WINDOW, WINDOWED_CONFIGS, planned_tiny, random_prompts, tree_of
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
+from bita.model import kernels
 from bita.model.adapter import BitaAdapter
+from bita.model.hf_attention import runs_exact_rows, set_row_invariant
 from bita.model.invariance import PROBE_BUCKETS, probe_row_invariance
-from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, KernelPlan, pack
-from bita.model.kernels import apply_kernels
-from bita.model.lean_llama import LEAN_TYPES, FusedLinear, attach_lean, lean_of
+from bita.model.lean_llama import LEAN_TYPES, FusedLinear, lean_of
 from bita.model.precision import bf16_hardware
 
 DTYPES = [pytest.param(torch.bfloat16, marks=pytest.mark.skipif(
     not bf16_hardware(), reason="no bf16 hardware: --dtype auto keeps fp32 on this CPU")), torch.float32]
+# (family, runs on the lean forward): every lean family on it, the others and llama on transformers' path
+FORWARDS = [(arch, True) for arch in LEAN_TYPES] + [(arch, False) for arch in sorted(WINDOWED_CONFIGS) + ["llama"]]
+FORWARD_IDS = [f"{arch}-{'lean' if lean else 'transformers'}" for arch, lean in FORWARDS]
 
 
-def lean_tiny(arch: str, dtype: torch.dtype):
-    """A tiny model in ``dtype`` on the lean forward, every linear on one path (oneDNN's packed where
-    this CPU packs that dtype), as a measured plan would have it."""
-    model = tiny_model(arch).to(dtype)
-    path = PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK
-    apply_kernels(model, "auto", plan=KernelPlan((path,) * len(ROW_BUCKETS), (path,) * len(ROW_BUCKETS)))
-    assert attach_lean(model)
+def planned(arch: str, lean: bool, dtype: torch.dtype):
+    model = planned_tiny(arch, dtype, lean)
+    assert (lean_of(model) is not None) == lean and runs_exact_rows(model)
     return model
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("arch", LEAN_TYPES)
-def test_the_probe_finds_every_verification_row_bitwise_equal_to_ar(arch, dtype, one_thread):
-    model = lean_tiny(arch, dtype)
-    found = probe_row_invariance(model, lean_of(model))
+@pytest.mark.parametrize("arch,lean", FORWARDS, ids=FORWARD_IDS)
+def test_the_probe_finds_every_verification_row_bitwise_equal_to_ar(arch, lean, dtype, one_thread):
+    found = probe_row_invariance(planned(arch, lean, dtype))
     assert found.holds, found.describe()
     assert list(found.by_pass) == ["prefill"] + [str(b) for b in PROBE_BUCKETS]
     assert found.rows >= 30 and found.worst == 0.0
 
 
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "full:2,2,2/chain-groups", "dynamic:12", ""])
-@pytest.mark.parametrize("arch", LEAN_TYPES)
+@pytest.mark.parametrize("arch,lean", FORWARDS, ids=FORWARD_IDS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_greedy_bita_emits_our_ar_loops_tokens_in_the_same_dtype(arch, spec, dtype, one_thread):
+def test_greedy_bita_emits_our_ar_loops_tokens_in_the_same_dtype(arch, lean, spec, dtype, one_thread):
     """bf16 logits of a tiny random model are full of near ties: any rounding difference between a tree
-    row and an AR row would show."""
-    model = lean_tiny(arch, dtype)
+    row and an AR row would show. Prompts from shorter than the window to four windows long."""
+    model = planned(arch, lean, dtype)
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
-    for prompt in random_prompts(3, seed=5, high=90):
+    for prompt in random_prompts(3, seed=5, low=WINDOW - 3, high=4 * WINDOW):
         reference = [t for r in ar_steps(model, prompt, StopCondition(24)) for t in r.emitted]
         steps = bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(24), ngram_tokens=3)
         assert [t for r in steps for t in r.emitted] == reference
 
 
+def row_dependent(call):
+    """``call`` (a linear path), its output moved when the pass has more than 4 rows (as a kernel choosing
+    another path for more rows would)."""
+    def moved(*args):
+        out = call(*args)
+        rows = out.numel() // out.shape[-1]
+        return out + 1e-2 * (rows > 4)
+    return moved
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_row_dependent_kernel_is_caught(monkeypatch, dtype, one_thread):
-    """A linear whose result moves with the pass's row count (as a kernel choosing another path for
-    more rows would) fails the probe."""
-    model = lean_tiny("llama", dtype)
-    assert probe_row_invariance(model, lean_of(model)).holds
-    call = FusedLinear.__call__
-
-    def row_dependent(self, x, bucket):
-        out = call(self, x, bucket)
-        return out + 1e-2 * (x.shape[0] > 4)
-
-    monkeypatch.setattr(FusedLinear, "__call__", row_dependent)
-    found = probe_row_invariance(model, lean_of(model))
+@pytest.mark.parametrize("arch,lean", [("llama", True), ("gemma3", False)])
+def test_a_row_dependent_kernel_is_caught(monkeypatch, arch, lean, dtype, one_thread):
+    model = planned(arch, lean, dtype)
+    assert probe_row_invariance(model).holds
+    if lean:
+        monkeypatch.setattr(FusedLinear, "__call__", row_dependent(FusedLinear.__call__))
+    else:
+        monkeypatch.setattr(kernels, "run_path", row_dependent(kernels.run_path))
+    found = probe_row_invariance(model)
     assert not found.holds and found.by_pass["prefill"] == 0 and found.by_pass["8"] > 0
     assert "not row-invariant" in found.describe()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transformers_stock_attention_is_what_breaks_invariance(dtype, one_thread):
+    """The same planned Gemma 3 with transformers' SDPA instead of ours: a one-row call takes another path
+    than a call of several rows, masked slots change how keys are split, and the probe sees it."""
+    model = planned("gemma3", False, dtype)
+    set_row_invariant(model, False)
+    assert not runs_exact_rows(model)
+    assert not probe_row_invariance(model).holds

@@ -14,15 +14,8 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, TRANSPOSED, KernelPlan
-from bita.model.kernels import (
-    MEASURED,
-    SHARED_KV_ATTENTION,
-    STOCK,
-    STOCK_ATTENTION,
-    apply_kernels,
-    kernels_of,
-    stock_kernels,
-)
+from bita.model.hf_attention import ROW_INVARIANT
+from bita.model.kernels import MEASURED, STOCK, apply_kernels, kernels_of, stock_kernels
 
 CYCLE = [STOCK, TRANSPOSED, PACKED] * len(ROW_BUCKETS)
 PLANS = {  # rows 1 / 2 / 6 / 20 / 200 fall in buckets 0 / 1 / 3 / 5 / 7 (the last)
@@ -99,12 +92,12 @@ def test_stock_kernels_restores_the_planned_paths():
     model = planned_model("qwen2", PLANS["mixed"])
     linear = model.model.layers[0].mlp.up_proj
     assert kernels_of(model) == MEASURED and "forward" in vars(linear)
-    assert model.config._attn_implementation == SHARED_KV_ATTENTION
+    assert model.config._attn_implementation == ROW_INVARIANT["sdpa"]
     with stock_kernels(model):
         assert kernels_of(model) == MEASURED and "forward" not in vars(linear)
         assert linear.forward.__func__ is nn.Linear.forward
-        assert model.model.layers[0].self_attn.config._attn_implementation == STOCK_ATTENTION
-    assert "forward" in vars(linear) and model.config._attn_implementation == SHARED_KV_ATTENTION
+        assert model.model.layers[0].self_attn.config._attn_implementation == "sdpa"
+    assert "forward" in vars(linear) and model.config._attn_implementation == ROW_INVARIANT["sdpa"]
     with pytest.raises(RuntimeError), stock_kernels(model):
         raise RuntimeError("an error inside the block")
     assert "forward" in vars(linear), "the planned paths come back even when the block fails"
@@ -124,7 +117,7 @@ class QuantisedLinear(nn.Linear):
 def test_auto_is_a_no_op_where_it_does_not_apply():
     stock = tiny_model("llama")
     assert apply_kernels(stock, "stock") == STOCK and kernels_of(stock) == STOCK
-    assert stock.config._attn_implementation == STOCK_ATTENTION
+    assert stock.config._attn_implementation == "sdpa"
     half = tiny_model("llama").half()
     assert apply_kernels(half, "auto") == STOCK and kernels_of(half) == STOCK
     with torch.device("meta"):  # weights off the CPU, as on a GPU: nothing to pack

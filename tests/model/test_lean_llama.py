@@ -7,7 +7,8 @@ from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from bita.decode.masks import additive_mask
-from bita.decode.step import forward_rows, new_cache
+from bita.decode.rows import forward_rows
+from bita.decode.step import new_cache
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
 from bita.model.kernels import apply_kernels
 from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of, lean_unsupported
