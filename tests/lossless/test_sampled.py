@@ -16,7 +16,7 @@ from itertools import zip_longest
 import pytest
 import torch
 from chi_square import homogeneity
-from conftest import COMMON, TINY_CONFIGS, WINDOW, WINDOWED_CONFIGS, random_prompts, tiny_model, tree_of
+from conftest import COMMON, TINY_CONFIGS, WINDOW, WINDOWED_CONFIGS, planned_tiny, random_prompts, tiny_model, tree_of
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bita.decode.autoregressive import ar_steps
@@ -27,6 +27,7 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
+from bita.model.precision import bf16_hardware
 
 ALPHA = 1e-3  # a correct BiTA fails one of these tests with probability ALPHA; seeds are fixed, so CI is deterministic
 RUNS = 1200  # per method and case
@@ -37,6 +38,7 @@ LONG_PROMPT = torch.randint(3, SMALL_VOCAB, (3 * WINDOW,), generator=torch.Gener
 BITA_SEEDS = 1_000_000  # BiTA's seeds start here, AR's at 0: the two samples are independent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+needs_bf16 = pytest.mark.skipif(not bf16_hardware(), reason="no bf16 hardware: --dtype auto keeps fp32 on this CPU")
 
 
 def with_vocab(config, vocab: int = SMALL_VOCAB):
@@ -210,13 +212,43 @@ def family_drafting(request):
     return request.param, drafting_model(with_vocab({**TINY_CONFIGS, **WINDOWED_CONFIGS}[request.param]()))
 
 
-@pytest.mark.parametrize("spec", IDENTITY_SPECS)
-def test_sampled_bita_emits_the_tokens_of_sampled_ar(family_drafting, spec):
-    family, (model, adapter) = family_drafting
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def half_drafting(request):
+    """bf16 on our kernels (row-invariant passes): llama on the lean forward, gemma3 on transformers' path."""
+    model, adapter = drafting_model(with_vocab({**TINY_CONFIGS, **WINDOWED_CONFIGS}[request.param]()))
+    return request.param, (planned_tiny(request.param, torch.bfloat16, model=model), adapter)
+
+
+def assert_identical_to_ar(family: str, model, adapter, spec: str) -> None:
     prompt = LONG_PROMPT if family == "gemma3" else PROMPT  # past the window
     runs, differ, accepting = identity_runs(model, adapter, spec, prompt=prompt)
-    print(f"{family} {spec}: {runs - differ}/{runs} identical, drafts accepted in {accepting:.0%} of tree passes")
+    print(f"{family} {model.dtype} {spec}: {runs - differ}/{runs} identical, drafts accepted in {accepting:.0%} "
+          "of tree passes")
     assert differ == 0 and accepting > 0.1
+
+
+@pytest.mark.parametrize("spec", IDENTITY_SPECS)
+def test_sampled_bita_emits_the_tokens_of_sampled_ar(family_drafting, spec):
+    assert_identical_to_ar(family_drafting[0], *family_drafting[1], spec)
+
+
+@needs_bf16
+@pytest.mark.parametrize("spec", ["efficient:3,2,2", "dynamic:10", ""])
+def test_sampled_bita_in_bf16_emits_the_tokens_of_sampled_ar(half_drafting, spec):
+    """In bf16 the race compares probabilities rounded from bf16 logits: a tree row's must be the AR row's."""
+    assert_identical_to_ar(half_drafting[0], *half_drafting[1], spec)
+
+
+@needs_bf16
+def test_bita_in_bf16_samples_the_ar_distribution(half_drafting):
+    family, (model, adapter) = half_drafting
+    spec, settings, ngram_tokens = "efficient:3,2,2/chain-groups", (1.0, 1.0, 0), 4
+    prompt = LONG_PROMPT if family == "gemma3" else PROMPT
+    bita, accepting = bita_counts((model, adapter), spec, settings, ngram_tokens, prompt)
+    result = homogeneity(bita, ar_counter(model, prompt)(settings))
+    print(f"{family} bf16: {result}")
+    assert accepting > 0.1
+    assert result.p_value > ALPHA and result.cells >= 20
 
 
 def test_sampled_bita_with_corpus_chains_emits_the_tokens_of_sampled_ar(drafting):
