@@ -30,7 +30,7 @@ from bita.decode.autoregressive import ar_steps
 from bita.decode.masks import layout_rows
 from bita.decode.stopping import make_stop
 from bita.decode.verify import shared_prefix
-from bita.drafts.corpus import chain_lengths, gated_tokens
+from bita.drafts.corpus import chain_lengths
 from bita.drafts.ngram import NgramIndex
 from bita.drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from bita.model.loading import encode_chat, load_model

@@ -125,8 +125,8 @@ RAW_PROBABILITIES = Reliability(tuple(i / 100 for i in range(1, 101)), (tuple(i 
 
 
 def tree_of(spec: str, depth: int = 3):
-    """A static tree spec's DraftTree (no mask drafts for ''), or for 'dynamic:ROWS' a dynamic shape of ``depth``-mask groups
-    scoring drafts by their raw probabilities (tiny random adapters have no calibration)."""
+    """A static tree spec's DraftTree (no mask drafts for ''), or for 'dynamic:ROWS' a dynamic shape of
+    ``depth``-mask groups scoring drafts by their raw probabilities (tiny random adapters have no calibration)."""
     if not spec:
         return EMPTY_TREE
     if spec.startswith("dynamic:"):

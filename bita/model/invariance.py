@@ -4,10 +4,11 @@ bitwise the logits of the same row in a one-row AR pass.
 Our forwards are built for it (exact_attention.py in the lean forward and in hf_attention.py's attention,
 linears padded to their measured row floor, one linear path per row count that keeps a row's result),
 but matrix kernels differ between CPUs and libraries, and transformers' code computes norms, rotary and
-activations its own way per architecture, so it is checked, not assumed: ``probe_row_invariance`` decodes a fixed sequence of
-tokens both ways, as our AR loop (a prefill, then one row a pass) and as BiTA (prompt slots in front,
-a prefill with a mask group beside it, then at every row bucket a pass of a chain interleaved with
-siblings and mask rows), and compares every verification row's logits bit for bit. Many rows, real
+activations its own way per architecture, so it is checked, not assumed: ``probe_row_invariance``
+decodes a fixed sequence of tokens both ways, as our AR loop (a prefill, then one row a pass) and as
+BiTA (prompt slots in front, a prefill with a mask group beside it, then at every row bucket a pass of
+a chain interleaved with siblings and mask rows), and compares every verification row's logits bit
+for bit. Many rows, real
 activations: a single row hides most differences of accumulation order (design notes, section 7).
 """
 

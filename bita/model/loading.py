@@ -55,11 +55,11 @@ class LoadedModel:
     @property
     def exact(self) -> bool:
         """Whether greedy BiTA equals greedy AR token for token on this model: not k-bit, and either its
-        passes were proved row-invariant here (any dtype: invariance.py) or its weights are fp32 (where a
-        tree row and an AR row differ at most by fp32 rounding). Otherwise (bf16/fp16 on transformers'
-        path, or where the probe failed) a near tie may flip; 8-bit bitsandbytes picks outlier columns
-        over all of a pass's rows and 4-bit changes kernels with the row count: there identity is
-        measured (bench/divergence.py), not claimed."""
+        passes were proved row-invariant here (any dtype, either forward: invariance.py) or its weights are
+        fp32 (where a tree row and an AR row differ at most by fp32 rounding). Otherwise (bf16/fp16 with
+        ``--kernels stock``, on a GPU, or where the probe failed) a near tie may flip; 8-bit bitsandbytes
+        picks outlier columns over all of a pass's rows and 4-bit changes kernels with the row count:
+        there identity is measured (bench/divergence.py), not claimed."""
         if getattr(self.model, "hf_quantizer", None) is not None:
             return False
         return self.row_invariant or self.model.dtype == torch.float32

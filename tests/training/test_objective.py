@@ -4,7 +4,6 @@ weights pick rows."""
 import random
 
 import pytest
-import torch
 import torch.nn.functional as F
 from conftest import random_prompts, tiny_model
 
