@@ -27,8 +27,8 @@ from ..model.adapter import BitaAdapter
 from ..model.device import device_of, output_logits, timed
 from ..model.static_kv import StaticKV
 from .masks import PassLayout, allowed_keys, decode_layout
-from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
+from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
 from .verify import Coupling, per_position, verify_greedy, verify_sampling
@@ -59,6 +59,7 @@ class DecodeState:
         self.drafts = drafts
 
 
+@torch.inference_mode()
 def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 0) -> DynamicCache | StaticKV:
     """An empty cache for ``model``'s forward with ``adapter``'s prompt key/values in its first P slots
     and room for ``rows`` slots past them (rows.py). Give it back with ``release_cache``."""

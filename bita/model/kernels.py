@@ -29,6 +29,7 @@ from types import MethodType
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 from ..errors import BitaError
 from .hf_attention import set_row_invariant
 from .kernel_plan import (
