@@ -7,7 +7,7 @@ The lean forward is bita/model/lean_llama.py (QKV and gate/up fused once, RMSNor
 written out, a StaticKV written in place, SDPA with ``enable_gqa`` and a boolean mask, each linear
 on the path of the machine's kernel plan); transformers' side is the same model's own forward over
 a ``DynamicCache`` cropped back after each pass, on the same kernel plan. Both go through
-``bita.decode.rows.forward_rows`` with R rows after a cached ``--context``-token prompt under a
+``bita.model.rows.forward_rows`` with R rows after a cached ``--context``-token prompt under a
 tree-like mask (causal, a third of the earlier new rows hidden), and both apply the LM head to
 every row. A third side runs the lean forward at fixed shapes, as a CUDA graph would replay it
 (bita/model/padded.py, eagerly here): rows padded to the row bucket, attention over the whole cache
@@ -23,7 +23,7 @@ import torch
 from lean_setup import lean_benchmark, prefill, random_rows
 from transformers import DynamicCache
 
-from bita.decode.rows import forward_rows
+from bita.model.rows import forward_rows
 from bita.model.device import describe_device, output_logits
 from bita.model.lean_llama import LeanLlama, lean_of
 from bita.model.padded import PaddedLean

@@ -12,7 +12,7 @@ from ..model.device import device_of, output_logits, timed
 from ..model.static_kv import StaticKV
 from .records import StepRecord
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
-from .rows import forward_rows, release_cache
+from ..model.rows import forward_rows, release_cache
 from .step import new_cache
 from .stopping import StopCondition
 

@@ -101,17 +101,6 @@ def allowed_keys(layout: PassLayout, n_prompt: int, n_cached: int) -> torch.Tens
     return torch.cat([prompt, cached, layout.visible], dim=1)
 
 
-def additive_mask(allowed: torch.Tensor, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
-    """Bool [..., Q, K] -> additive float mask [B, 1, Q, K] (0 where allowed, dtype min elsewhere),
-    the custom 4-D mask transformers passes through unchanged to eager and SDPA attention."""
-    allowed = allowed.to(device)
-    if allowed.dim() == 2:
-        allowed = allowed[None]
-    bias = torch.zeros(allowed.shape, dtype=dtype, device=device)
-    bias.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return bias[:, None]
-
-
 @dataclass(frozen=True)
 class PackedGroups:
     """Mask rows for training: G groups of n masks per sequence of T ordinary tokens.

@@ -28,7 +28,7 @@ from ..model.device import device_of, output_logits, timed
 from ..model.static_kv import StaticKV
 from .masks import PassLayout, allowed_keys, decode_layout
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
-from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
+from ..model.rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
 from .verify import Coupling, per_position, verify_greedy, verify_sampling

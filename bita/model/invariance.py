@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..decode.rows import cache_with, forward_rows, keep_cache_rows, release_cache
+from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .adapter import probe_kv_shapes
 from .device import output_logits
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from ..decode.layer_masks import layer_attention_mask
+from ..model.layer_masks import layer_attention_mask
 from ..decode.masks import packed_groups
 from ..model.adapter import BitaAdapter
 from ..model.device import output_logits

@@ -2,7 +2,8 @@
 
 import torch
 
-from bita.decode.masks import additive_mask, allowed_keys, decode_layout, packed_groups
+from bita.decode.masks import allowed_keys, decode_layout, packed_groups
+from bita.model.layer_masks import additive_mask
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 
 

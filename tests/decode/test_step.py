@@ -10,7 +10,7 @@ import torch
 from conftest import VOCAB, random_prompts
 
 from bita.decode.masks import decode_layout
-from bita.decode.rows import keep_cache_rows
+from bita.model.rows import keep_cache_rows
 from bita.decode.step import forward_layout
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 from bita.model.adapter import BitaAdapter

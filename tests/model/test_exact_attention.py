@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bita.decode.layer_masks import windowed
+from bita.model.layer_masks import windowed
 from bita.model.exact_attention import CHUNK, exact_attention, exact_layout
 
 SHAPES = [(3, 3, 64), (2, 2, 16), (1, 8, 32)]  # kv_heads, query heads per kv head, head_dim

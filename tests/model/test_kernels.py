@@ -8,7 +8,7 @@ from torch import nn
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
-from bita.decode.masks import additive_mask
+from bita.model.layer_masks import additive_mask
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec

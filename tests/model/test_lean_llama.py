@@ -6,8 +6,8 @@ import torch
 from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from bita.decode.masks import additive_mask
-from bita.decode.rows import forward_rows
+from bita.model.layer_masks import additive_mask
+from bita.model.rows import forward_rows
 from bita.decode.step import new_cache
 from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
 from bita.model.kernels import apply_kernels

@@ -12,7 +12,7 @@ from conftest import assert_lossless, random_prompts, tiny_model
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
-from bita.decode.rows import forward_rows
+from bita.model.rows import forward_rows
 from bita.decode.step import bita_steps, new_cache
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec

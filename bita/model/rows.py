@@ -14,11 +14,11 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from ..model.exact_attention import ExactLayout, exact_layout, exact_rows
-from ..model.hf_attention import EXACT_LAYOUTS, runs_exact_rows
-from ..model.lean_llama import lean_of
-from ..model.static_kv import StaticKV
+from .exact_attention import ExactLayout, exact_layout, exact_rows
+from .hf_attention import EXACT_LAYOUTS, runs_exact_rows
 from .layer_masks import attention_mask_of, layer_kinds, layer_visibility
+from .lean_llama import lean_of
+from .static_kv import StaticKV
 
 Prompts = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, keys and values [1, kv_heads, P, head_dim]
 

@@ -1,6 +1,6 @@
 """One pass's visibility as each attention layer of a model sees it: sliding windows cut per layer type.
 
-``allowed_keys`` (masks.py) says which keys the BiTA rules let a row see. A custom 4-D mask
+``allowed_keys`` (decode/masks.py) says which keys the BiTA rules let a row see. A custom 4-D mask
 reaches every layer of a transformers model as it is, so on a model with sliding-window layers
 (Gemma 2/3, Mistral, Qwen2/3 with a window) those layers would see keys outside their window
 and the output would stop equalling AR decoding once the context is longer than the window.
@@ -15,9 +15,19 @@ from __future__ import annotations
 import torch
 
 from ..errors import BitaError
-from .masks import additive_mask
 
 FULL, SLIDING = "full_attention", "sliding_attention"
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """Bool [..., Q, K] -> additive float mask [B, 1, Q, K] (0 where allowed, dtype min elsewhere),
+    the custom 4-D mask transformers passes through unchanged to eager and SDPA attention."""
+    allowed = allowed.to(device)
+    if allowed.dim() == 2:
+        allowed = allowed[None]
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=device)
+    bias.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return bias[:, None]
 
 
 def layer_windows(config) -> dict[str, int | None]:

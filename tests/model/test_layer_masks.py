@@ -6,7 +6,7 @@ import torch
 from conftest import WINDOW, WINDOWED_CONFIGS, random_prompts, tiny_model
 from transformers import LlamaConfig, MistralConfig
 
-from bita.decode.layer_masks import FULL, SLIDING, layer_attention_mask, layer_windows, windowed
+from bita.model.layer_masks import FULL, SLIDING, layer_attention_mask, layer_windows, windowed
 from bita.decode.masks import decode_layout
 from bita.decode.step import forward_layout, new_cache
 from bita.drafts.tree import EMPTY_TREE
