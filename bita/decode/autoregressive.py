@@ -22,7 +22,7 @@ def _ar_pass(model: nn.Module, cache: DynamicCache | StaticKV, tokens: list[int]
              noise: RaceNoise | None) -> int:
     """Feed ``tokens`` after the cache; return the next token (argmax, or the race winner of p with
     ``noise``'s vector for its position: what ``torch.multinomial`` draws), causal over the cache, by
-    the forward BiTA's passes run on (rows.py)."""
+    the forward BiTA's passes run on (model/rows.py)."""
     input_ids = torch.tensor(tokens, device=device_of(model))
     rows, cached = len(tokens), cache.get_seq_length()
     allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)

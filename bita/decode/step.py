@@ -62,7 +62,7 @@ class DecodeState:
 @torch.inference_mode()
 def new_cache(model: nn.Module, adapter: BitaAdapter | None = None, rows: int = 0) -> DynamicCache | StaticKV:
     """An empty cache for ``model``'s forward with ``adapter``'s prompt key/values in its first P slots
-    and room for ``rows`` slots past them (rows.py). Give it back with ``release_cache``."""
+    and room for ``rows`` slots past them (model/rows.py). Give it back with ``release_cache``."""
     dtype = model.get_input_embeddings().weight.dtype
     return cache_with(model, adapter.prompt_key_values(model, dtype) if adapter else [], rows)
 

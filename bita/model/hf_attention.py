@@ -8,7 +8,7 @@ replaces computes, except two things:
 
 - under a mask with more than one query row, SDPA's ``enable_gqa`` reads a group's shared key/values in
   place instead of transformers' ``repeat_kv`` copy (identical results);
-- where the pass hands it ``EXACT_LAYOUTS`` (our decode loops do: model/rows.py), one ``ExactLayout``
+- where the pass hands it ``EXACT_LAYOUTS`` (our decode loops do: rows.py), one ``ExactLayout``
   per layer (indexed by the attention module's ``layer_idx``; a sliding-window layer's has its window),
   the layout's rows attend by ``exact_attention`` with the layer's scaling and soft-capping, the other
   rows (mask rows) by the replaced function under their part of the mask.

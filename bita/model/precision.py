@@ -1,7 +1,7 @@
 """Which dtype a CPU model runs in, and whether its passes are proved row-invariant there.
 
 ``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does:
-the model's AR pass and an 8-row tree-sized pass (model/rows.py) are timed in float32 and in bfloat16, the
+the model's AR pass and an 8-row tree-sized pass (rows.py) are timed in float32 and in bfloat16, the
 bf16 passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds
 and it is faster; elsewhere float32. The choice and each probe are cached by machine, torch version,
 dtype and model shapes, like the kernel plans.
