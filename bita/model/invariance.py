@@ -8,8 +8,8 @@ activations its own way per architecture, so it is checked, not assumed: ``probe
 decodes a fixed sequence of tokens both ways, as our AR loop (a prefill, then one row a pass) and as
 BiTA (prompt slots in front, a prefill with a mask group beside it, then at every row bucket a pass of
 a chain interleaved with siblings and mask rows), and compares every verification row's logits bit
-for bit. Many rows, real
-activations: a single row hides most differences of accumulation order (design notes, section 7).
+for bit. Many rows, real activations: a single row hides most differences of accumulation order
+(design notes, section 7).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 from .adapter import probe_kv_shapes
 from .device import output_logits
+from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
 
 PROBE_BUCKETS = (2, 4, 8, 16, 32)
 PREFIX, DECODED, PROMPT_SLOTS, MASKS = 24, 16, 4, 3

@@ -34,7 +34,6 @@ def cache_with(model: nn.Module, prompts: Prompts, rows: int = 0) -> DynamicCach
     count = prompts[0][0].shape[2] if prompts else 0
     cache = lean.new_cache(rows + count)
     if prompts:
-        cache.reserve(count)
         for layer, (keys, values) in enumerate(prompts):
             cache.append(layer, keys, values)
         cache.advance(count)
