@@ -1,14 +1,13 @@
 """A/B of pass costs: two versions of the code and/or two kernel choices, interleaved in one process.
 
-    git worktree add /tmp/before <commit>              # the code before a change (sub-package layout)
+    git worktree add /tmp/before <commit>              # the code before a change (with bita/runtime/)
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --before /tmp/before --rounds 25
-    # same code, stock kernels vs the measured plan:
+    # same code, transformers' forward and kernels vs the loaded runtime:
     PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before stock
-    PYTHONPATH=. .venv/bin/python benchmarks/ab_passes.py --kernels-before sdpa    # fast linears, stock attention
 
-Both sides run on one loaded model (its linears packed by ``bita.model.kernels``; a side with stock
-kernels runs inside ``stock_kernels``, a side with ``sdpa`` keeps the packed linears but
-transformers' own SDPA attention), the shipped adapter and a 300-token random context.
+Both sides run on one loaded model: ``auto``, its runtime (bita/runtime/: the measured kernel plan, the
+lean forward where it runs the model); ``stock``, transformers' forward on its own kernels and attention
+(inside ``Runtime.stock``); with the shipped adapter and a 300-token random context.
 Each round times one AR pass and one pass of every tree for each side, in an order that
 alternates from round to round, so machine drift hits both alike; the first round is a warm-up.
 Prints a Markdown table: median ms per pass, the spread (25th-75th percentile), the change,
@@ -25,8 +24,6 @@ import torch
 
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
-from bita.model.hf_attention import set_row_invariant
-from bita.model.kernels import stock_kernels
 from bita.model.loading import load_model
 from bita.model.shipped import resolve_adapter
 
@@ -45,56 +42,53 @@ def code_at(directory: str | None):
     return package
 
 
-@contextlib.contextmanager
-def stock_attention(model):
-    set_row_invariant(model, False)
-    try:
-        yield
-    finally:
-        set_row_invariant(model, True)
-
-
 class Side:
     """One version of the code with one kernel choice: its AR stream and tree states."""
 
     def __init__(self, name, package, kernels, loaded, adapter_path, specs, generator):
-        self.name, self.kernels, self.model, self.generator = name, kernels, loaded.model, generator
+        self.name, self.generator = name, generator
         self.decoding = importlib.import_module(f"{package.__name__}.decode.step")
         ar = importlib.import_module(f"{package.__name__}.decode.autoregressive")
         adapter_module = importlib.import_module(f"{package.__name__}.model.adapter")
+        runtime_module = importlib.import_module(f"{package.__name__}.runtime.runtime")
+        forward_module = importlib.import_module(f"{package.__name__}.runtime.transformers_forward")
+        self.runtime = loaded.runtime if kernels == "auto" else runtime_module.Runtime(
+            loaded.model, forward_module.TransformersForward(loaded.model, exact=False))
+        self.stock = kernels == "stock"
         self.adapter = adapter_module.BitaAdapter.load(adapter_path, loaded.model)
         self.prompt = torch.randint(100, 49000, (CONTEXT,), generator=generator).tolist()
-        self.trees = {spec: parse_tree_spec(spec) for spec in specs}
+        self.requests = {spec: self.decoding.Request(self.runtime, self.adapter, parse_tree_spec(spec))
+                         for spec in specs}
         with self.running():
-            self.states = {s: self.decoding.prefill(self.model, self.adapter, self.prompt, t)[0]
-                           for s, t in self.trees.items()}
-            self.ar = ar.ar_steps(self.model, self.prompt, StopCondition(10_000))
+            self.states = {spec: self.decoding.prefill(request, self.prompt,
+                                                       self.decoding.new_cache(self.runtime, self.adapter))[0]
+                           for spec, request in self.requests.items()}
+            self.ar = ar.ar_steps(self.runtime, self.prompt, StopCondition(10_000))
             next(self.ar)
 
     def running(self):
-        if self.kernels == "stock":
-            return stock_kernels(self.model)
-        return stock_attention(self.model) if self.kernels == "sdpa" else contextlib.nullcontext()
+        return self.runtime.stock() if self.stock else contextlib.nullcontext()
 
     def ar_pass(self) -> float:
         with self.running():
             return next(self.ar).seconds
 
     def tree_pass(self, spec: str, index: int) -> float:
-        tree, state = self.trees[spec], self.states[spec]
-        shape = (tree.depth, tree.max_rank)
-        state.rewind(self.adapter.n_prompt, self.decoding.Drafts(
-            torch.randint(100, 49000, shape, generator=self.generator), torch.full(shape, 0.5)))
+        request, state = self.requests[spec], self.states[spec]
+        shape = (request.tree.depth, request.tree.max_rank)
+        drafts = importlib.import_module(f"{self.decoding.__package__}.pass_logits").Drafts(
+            torch.randint(100, 49000, shape, generator=self.generator), torch.full(shape, 0.5))
+        state.rewind(self.adapter.n_prompt, drafts)
         with self.running():
-            _, record = self.decoding.tree_step(self.model, self.adapter, state, tree, index)
+            _, record = self.decoding.tree_step(request, state, index)
         return record.seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="checkout of the code before the change (default: this code)")
-    parser.add_argument("--kernels-before", choices=("auto", "stock", "sdpa"), default="auto")
-    parser.add_argument("--kernels-after", choices=("auto", "stock", "sdpa"), default="auto")
+    parser.add_argument("--kernels-before", choices=("auto", "stock"), default="auto")
+    parser.add_argument("--kernels-after", choices=("auto", "stock"), default="auto")
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--trees", nargs="*", default=["chain:1", "efficient:3/chain-groups", "chain:3",
                                                        "efficient:3,2,2/chain-groups"])

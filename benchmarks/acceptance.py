@@ -27,8 +27,8 @@ from tqdm import tqdm
 from bita.bench.suites import load_prompts
 from bita.decode.sampling import Sampling
 from bita.decode.step import bita_steps
-from bita.drafts.trie import GROUPS_NONE
 from bita.decode.stopping import make_stop
+from bita.drafts.trie import GROUPS_NONE
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
 from bita.plan.sampled_forecast import forecasting
@@ -51,7 +51,7 @@ def measure(loaded, adapter, prompts, config: str, max_new_tokens: int, sampling
     started = time.perf_counter()
     for prompt in tqdm(prompts, desc=config):
         ids, answer = encode_chat(loaded.tokenizer, list(prompt.messages)), []
-        for record in bita_steps(loaded.model, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
+        for record in bita_steps(loaded.runtime, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
                                  ngram_tokens=plan.ngram_tokens, ngram_groups=groups,
                                  sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths):
             tokens[prompt.category] += len(record.emitted)

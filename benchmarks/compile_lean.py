@@ -16,8 +16,7 @@ import time
 import torch
 from lean_setup import lean_benchmark, prefill, random_rows
 
-from bita.model.kernel_plan import ROW_BUCKETS, STOCK
-from bita.model.lean_llama import LeanLlama, lean_of
+from bita.runtime.lean_llama import LeanLlama
 
 ROWS = (1, 2, 4, 8, 16)
 
@@ -25,13 +24,9 @@ ROWS = (1, 2, 4, 8, 16)
 def main() -> None:
     args, loaded, generator = lean_benchmark(__doc__)
     model = loaded.model
-    eager = lean_of(model)
-    stock = LeanLlama(model)
-    for layer in stock.layers:
-        for linear in layer[1:]:
-            if hasattr(linear, "paths"):
-                linear.paths, linear.packed, linear.transposed = (STOCK,) * len(ROW_BUCKETS), None, None
-    compiled = torch.compile(stock.forward, dynamic=True)
+    eager = loaded.runtime.forward
+    assert isinstance(eager, LeanLlama), "the lean forward does not run this model on this device"
+    compiled = torch.compile(LeanLlama(model).forward, dynamic=True)  # no plan: every linear on stock F.linear
     cache = eager.new_cache()
     prefill(eager.forward, cache, random_rows(model, args.context, generator))
 
@@ -40,12 +35,12 @@ def main() -> None:
             x = random_rows(model, rows, generator)
             allowed = torch.ones(rows, args.context + rows, dtype=torch.bool).tril(args.context)
             started = time.perf_counter()
-            hidden = forward(cache, x, torch.arange(args.context, args.context + rows), allowed)
+            hidden = forward(cache, x, torch.arange(args.context, args.context + rows), allowed, rows)
             seconds = time.perf_counter() - started
         cache.crop(-rows)
         return hidden, seconds
 
-    print(f"{loaded.name}, kernels {loaded.kernels}; {args.context}-token context\n")
+    print(f"{loaded.name}, {loaded.runtime.describe()}; {args.context}-token context\n")
     for rows in ROWS:
         _, first = one_pass(compiled, rows)
         state = generator.get_state()

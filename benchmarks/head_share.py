@@ -14,9 +14,9 @@ import time
 import torch
 from transformers import DynamicCache
 
-from bita.model.device import describe_device, output_logits
-from bita.model.kernels import KERNELS
 from bita.model.loading import load_model
+from bita.runtime.device import describe_device, output_logits
+from bita.runtime.kernels import KERNELS
 
 
 def median_ms(run, repeats: int) -> float:
@@ -44,7 +44,7 @@ def main() -> None:
     cache = DynamicCache()
     model.base_model(input_ids=torch.randint(0, vocab, (1, args.context), generator=generator), past_key_values=cache,
                      use_cache=True)
-    print(f"{loaded.name} on {describe_device(loaded.device)}, kernels {loaded.kernels}; vocabulary {vocab}, "
+    print(f"{loaded.name} on {describe_device(loaded.device)}, {loaded.runtime.describe()}; vocabulary {vocab}, "
           f"hidden {hidden}; context {args.context}\n")
     print("| rows | decoder stack ms | LM head ms | head share |\n|---:|---:|---:|---:|")
     for rows in args.rows:

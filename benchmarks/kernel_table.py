@@ -1,5 +1,5 @@
 """The kernel table of this machine: median ms of each linear path (stock ``F.linear``, a weight
-transposed once, oneDNN-packed) for the loaded model's weights at every row bucket, the layers'
+transposed once, oneDNN-packed) for the loaded model's weights at each timed row count, the layers'
 linears all in sequence and the LM head alone, and the plan ``--kernels auto`` takes from it.
 
     PYTHONPATH=. .venv/bin/python benchmarks/kernel_table.py [--model default]
@@ -7,9 +7,9 @@ linears all in sequence and the LM head alone, and the plan ``--kernels auto`` t
 
 import argparse
 
-from bita.model.device import describe_device
-from bita.model.kernel_plan import MIN_GAIN, PATHS, ROW_BUCKETS, kernel_times, plan_from
 from bita.model.loading import load_model
+from bita.runtime.device import describe_device
+from bita.runtime.kernel_plan import DECODE_ROWS, MIN_GAIN, PATHS, kernel_times, plan_from
 
 
 def main() -> None:
@@ -24,10 +24,11 @@ def main() -> None:
           "median ms of 5 interleaved rounds\n")
     for name in ("layers", "head"):
         print(f"| {name}: rows | " + " | ".join(PATHS) + " | fastest |\n|---:|" + "---:|" * (len(PATHS) + 1))
-        for rows, row in zip(ROW_BUCKETS, times[name]):
+        for rows, row in zip(times["rows"], times[name]):
             print(f"| {rows} | " + " | ".join(f"{1000 * row[p]:.1f}" for p in PATHS) + f" | {min(row, key=row.get)} |")
         print()
-    print(f"plan (another path replaces stock only when {MIN_GAIN:.0%} faster): {plan_from(times).describe()}")
+    print(f"plan (the fastest summed over {', '.join(map(str, DECODE_ROWS))} rows; another path replaces stock only "
+          f"when {MIN_GAIN:.0%} faster): {plan_from(times).describe()}")
 
 
 if __name__ == "__main__":

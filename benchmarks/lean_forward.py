@@ -3,30 +3,27 @@ weights, timed against transformers' own, interleaved in one process.
 
     PYTHONPATH=. .venv/bin/python benchmarks/lean_forward.py [--rounds 15] [--context 300]
 
-The lean forward is bita/model/lean_llama.py (QKV and gate/up fused once, RMSNorm and rotary
-written out, a StaticKV written in place, SDPA with ``enable_gqa`` and a boolean mask, each linear
-on the path of the machine's kernel plan); transformers' side is the same model's own forward over
-a ``DynamicCache`` cropped back after each pass, on the same kernel plan. Both go through
-``bita.model.rows.forward_rows`` with R rows after a cached ``--context``-token prompt under a
-tree-like mask (causal, a third of the earlier new rows hidden), and both apply the LM head to
-every row. A third side runs the lean forward at fixed shapes, as a CUDA graph would replay it
-(bita/model/padded.py, eagerly here): rows padded to the row bucket, attention over the whole cache
-buffer. First the logits are compared with transformers'; then the median ms per pass of each,
+The lean forward is bita/runtime/lean_llama.py (QKV and gate/up fused once, RMSNorm and rotary
+written out, a StaticKV written in place, token rows by exact attention, each linear on the path of the
+machine's kernel plan); transformers' side is the same model's own forward over a ``DynamicCache``
+cropped back after each pass, on the same kernel plan and our attention (bita/runtime/transformers_forward.py).
+Both run R rows after a cached ``--context``-token prompt under a tree-like mask (causal, a third of the
+earlier new rows hidden), and both apply the LM head to every row. A third side runs the lean forward at
+fixed shapes, as a CUDA graph would replay it (bita/runtime/padded.py, eagerly here): rows padded to the
+row bucket, attention over the whole cache buffer. First the logits are compared with transformers'; then the median ms per pass of each,
 with the spread.
 """
 
 import statistics
 import time
-from functools import partial
 
 import torch
 from lean_setup import lean_benchmark, prefill, random_rows
-from transformers import DynamicCache
 
-from bita.model.rows import forward_rows
-from bita.model.device import describe_device, output_logits
-from bita.model.lean_llama import LeanLlama, lean_of
-from bita.model.padded import PaddedLean
+from bita.runtime.device import describe_device, output_logits
+from bita.runtime.lean_llama import LeanLlama
+from bita.runtime.padded import PaddedLean
+from bita.runtime.transformers_forward import TransformersForward
 
 ROWS = (1, 2, 4, 8, 16)
 
@@ -40,12 +37,11 @@ def tree_mask(rows: int, context: int, generator: torch.Generator) -> torch.Tens
 def main() -> None:
     args, loaded, generator = lean_benchmark(__doc__)
     model = loaded.model
-    lean = lean_of(model)
+    lean = loaded.runtime.forward
     assert isinstance(lean, LeanLlama), "the lean forward does not run this model on this device"
-    padded = PaddedLean(lean, graphs=False)
-    sides = {"transformers + DynamicCache": (DynamicCache(config=model.config), partial(forward_rows, model)),
-             "lean + static KV": (lean.new_cache(), lean.forward),
-             "lean, padded to the row bucket": (padded.new_cache(), padded.forward)}
+    forwards = {"transformers + DynamicCache": TransformersForward(model, exact=True), "lean + static KV": lean,
+                "lean, padded to the row bucket": PaddedLean(lean, graphs=False)}
+    sides = {name: (forward.new_cache(), forward.forward) for name, forward in forwards.items()}
     prompt = random_rows(model, args.context, generator)
     for cache, forward in sides.values():
         prefill(forward, cache, prompt)
@@ -54,11 +50,11 @@ def main() -> None:
         cache, forward = sides[side]
         with torch.inference_mode():
             logits = output_logits(model, forward(cache, rows, torch.arange(args.context, args.context + len(rows)),
-                                                  allowed))
+                                                  allowed, len(rows)))
         cache.crop(-len(rows))
         return logits
 
-    print(f"{loaded.name}, {describe_device(loaded.device)}, kernels {loaded.kernels}; {args.context}-token context, "
+    print(f"{loaded.name}, {describe_device(loaded.device)}, {loaded.runtime.describe()}; {args.context}-token context, "
           f"{args.rounds} interleaved rounds after one warm-up, median ms (25th-75th percentile)\n")
     names = list(sides)
     print(f"| rows | {' | '.join(names)} | lean / transformers | padded / lean | max logit difference |")

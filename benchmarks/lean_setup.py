@@ -22,6 +22,8 @@ def random_rows(model: torch.nn.Module, count: int, generator: torch.Generator) 
 
 
 def prefill(forward, cache, prompt: torch.Tensor) -> None:
-    """Run ``forward(cache, rows, positions, allowed)`` causally over ``prompt`` [T, H] into ``cache``."""
+    """Run ``forward(cache, rows, positions, allowed, ordinary)`` (a runtime's forward, bita/runtime/runtime.py)
+    causally over ``prompt`` [T, H] into ``cache``."""
+    rows = len(prompt)
     with torch.inference_mode():
-        forward(cache, prompt, torch.arange(len(prompt)), torch.ones(len(prompt), len(prompt), dtype=torch.bool).tril())
+        forward(cache, prompt, torch.arange(rows), torch.ones(rows, rows, dtype=torch.bool).tril(), rows)

@@ -14,9 +14,9 @@ from ab_passes import Side
 from torch.profiler import ProfilerActivity, profile
 
 import bita
-from bita.model.kernels import KERNELS
 from bita.model.loading import load_model
 from bita.model.shipped import resolve_adapter
+from bita.runtime.kernels import KERNELS
 
 
 def profiled(run, passes: int) -> tuple[float, list[tuple[str, float, int]]]:
@@ -44,7 +44,7 @@ def main() -> None:
     _, adapter_path = resolve_adapter(loaded, None)
     side = Side("profiled", bita, "auto", loaded, adapter_path, args.trees, torch.Generator().manual_seed(0))
     runs = {"AR pass": side.ar_pass} | {f"`{spec}`": (lambda s=spec: side.tree_pass(s, 1)) for spec in args.trees}
-    print(f"kernels {loaded.kernels}, {args.passes} profiled passes each (profiler overhead included)\n")
+    print(f"{loaded.runtime.describe()}; {args.passes} profiled passes each (profiler overhead included)\n")
     for name, run in runs.items():
         wall, ops = profiled(run, args.passes)
         accounted = sum(ms for _, ms, _ in ops)

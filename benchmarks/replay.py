@@ -53,7 +53,7 @@ def greedy_answers(loaded, prompts, max_new_tokens: int, path: Path) -> list[dic
             if prompt.id in done:
                 continue
             ids = encode_chat(loaded.tokenizer, list(prompt.messages))
-            answer = [t for r in ar_steps(loaded.model, ids, make_stop(loaded, max_new_tokens)) for t in r.emitted]
+            answer = [t for r in ar_steps(loaded.runtime, ids, make_stop(loaded, max_new_tokens)) for t in r.emitted]
             done[prompt.id] = {"id": prompt.id, "category": prompt.category, "prompt_ids": ids, "answer_ids": answer}
             out.write(json.dumps(done[prompt.id]) + "\n")
             out.flush()

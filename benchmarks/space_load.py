@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bita.model.device import describe_cpu
+from bita.runtime.device import describe_cpu
 from bita.serve.app_process import running_app
 from bita.serve.load import load_test
 

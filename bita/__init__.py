@@ -8,10 +8,11 @@ What a library user calls::
     for record in bita.stream_bita(loaded, adapter, ids, 64, "auto"):  # one StepRecord per forward pass
         print(loaded.tokenizer.decode(record.emitted), end="")
 
-The sub-packages are the data path, in the order a pass flows through them: ``model`` (load,
-kernels, adapter) -> ``drafts`` (tree shapes, n-grams, the trie) -> ``decode`` (masks, one
-forward pass, verification, records) -> ``plan`` (which tree pays here) -> ``generate``
-(validated streams) -> ``bench`` / ``serve`` / ``cli``; ``training`` makes adapters.
+The sub-packages are the data path, in the order a pass flows through them: ``runtime`` (how a pass
+runs here: forwards, caches, kernels, the row-invariance proof) -> ``model`` (load, adapter) ->
+``drafts`` (tree shapes, n-grams, the trie) -> ``decode`` (masks, one forward pass, verification,
+records) -> ``plan`` (which tree pays here) -> ``generate`` (validated streams) -> ``bench`` /
+``serve`` / ``cli``; ``training`` makes adapters.
 """
 
 __version__ = "0.1.0"

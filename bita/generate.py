@@ -15,9 +15,9 @@ from .drafts.sources import DEFAULT_DRAFTS
 from .drafts.tree import DraftTree
 from .errors import BitaError
 from .model.adapter import BitaAdapter
-from .model.device import device_of, timed
 from .model.loading import LoadedModel
 from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, TreePlan, plan_tree
+from .runtime.device import timed
 
 MAX_NEW_TOKENS_LIMIT = 8192
 
@@ -87,7 +87,7 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
         return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = stop or make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.model, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
+    return bita_steps(loaded.runtime, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
                       sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths)
 
 
@@ -97,12 +97,12 @@ def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
     """Validated AR step stream, greedy (``sampling`` None) or sampled; ``stop`` as in stream_bita."""
     sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
-    return ar_steps(loaded.model, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling)
+    return ar_steps(loaded.runtime, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling)
 
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:
     """Drain a step stream into a RunResult (seconds: wall time of the whole run)."""
-    records, seconds = timed(device_of(loaded.model), lambda: list(steps))
+    records, seconds = timed(loaded.device, lambda: list(steps))
     tokens = [t for r in records for t in r.emitted]
     return RunResult(method, tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds,
                      records[-1].finish if records else None, records)

@@ -36,10 +36,10 @@ from .drafts.sources import DEFAULT_DRAFTS
 from .errors import BitaError
 from .generate import stream_bita
 from .model.adapter import BitaAdapter
-from .model.lean_llama import lean_of
 from .model.loading import LoadedModel
 from .model.shipped import resolve_adapter
 from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
+from .runtime.runtime import runtime_of
 
 WARPERS = (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 STOPS = (MaxLengthCriteria, EosTokenCriteria)
@@ -68,7 +68,7 @@ def generate(model: nn.Module, input_ids: torch.LongTensor, logits_processor: Lo
     check_request(input_ids, stopping_criteria, generation_config, model_kwargs.get("attention_mask"), drafts)
     sampling = sampling_of(logits_processor, generation_config)
     loaded = LoadedModel(model, None, str(getattr(model, "name_or_path", "") or model.config.model_type),
-                         input_ids.device, "stock" if lean_of(model) is None else "lean (bita.load_model)")
+                         runtime_of(model))
     if not isinstance(adapter, BitaAdapter):
         adapter, _ = resolve_adapter(loaded, adapter)
     prompt_ids = input_ids[0].tolist()

@@ -18,6 +18,7 @@ from bita.decode.stopping import StopCondition  # noqa: E402
 from bita.drafts.dynamic import DynamicShape, Reliability  # noqa: E402
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec  # noqa: E402
 from bita.model.adapter import BitaAdapter  # noqa: E402
+from bita.runtime.runtime import Runtime  # noqa: E402
 
 VOCAB = 512
 COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -68,21 +69,16 @@ def windowed_tiny(request):
     return tiny_model(request.param)
 
 
-def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None
-                 ) -> torch.nn.Module:
-    """A tiny model (``model``, else ``tiny_model(arch)``) in ``dtype`` on our kernels, every linear on one
-    path (oneDNN's packed where this CPU packs that dtype) as a measured plan would have it, and on the
-    lean forward where ``lean`` and its architecture has one (else transformers' path, our attention)."""
-    from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, KernelPlan, pack
-    from bita.model.kernels import apply_kernels
-    from bita.model.lean_llama import attach_lean
+def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None) -> Runtime:
+    """The runtime of a tiny model (``model``, else ``tiny_model(arch)``) in ``dtype`` on our kernels, every
+    linear on one path (oneDNN's packed where this CPU packs that dtype) as a measured plan would have it, and
+    on the lean forward where ``lean`` and its architecture has one (else transformers' path, our attention)."""
+    from bita.runtime.build import prepare
+    from bita.runtime.kernel_plan import PACKED, STOCK, KernelPlan, pack
 
     model = (model if model is not None else tiny_model(arch)).to(dtype)
     path = PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK
-    apply_kernels(model, "auto", plan=KernelPlan((path,) * len(ROW_BUCKETS), (path,) * len(ROW_BUCKETS)))
-    if lean:
-        attach_lean(model)
-    return model
+    return prepare(model, "auto", plan=KernelPlan(path, path), lean=lean)
 
 
 def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[list[int]]:
@@ -110,14 +106,15 @@ def default_model():
     return load_model("default", device="cpu", dtype="float32")  # the same on every CPU kind
 
 
-def assert_lossless(model: torch.nn.Module, spec: str, prompts: list[list[int]], new_tokens: int = 20) -> None:
-    """Our AR loop, and BiTA with tree ``spec`` plus n-gram chains of 3 (a random adapter), emit HF
-    ``generate``'s greedy tokens for each prompt."""
+def assert_lossless(runtime: Runtime, spec: str, prompts: list[list[int]], new_tokens: int = 20) -> None:
+    """Our AR loop, and BiTA with tree ``spec`` plus n-gram chains of 3 (a random adapter), on ``runtime`` emit
+    HF ``generate``'s greedy tokens for each prompt."""
+    model = runtime.model
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
     for prompt in prompts:
         reference = hf_generate(model, prompt, new_tokens, [])
-        assert [t for r in ar_steps(model, prompt, StopCondition(new_tokens)) for t in r.emitted] == reference
-        steps = bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(new_tokens), ngram_tokens=3)
+        assert [t for r in ar_steps(runtime, prompt, StopCondition(new_tokens)) for t in r.emitted] == reference
+        steps = bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(new_tokens), ngram_tokens=3)
         assert [t for r in steps for t in r.emitted] == reference
 
 

@@ -1,11 +1,14 @@
 """The layout is the data path: imports run one way, and the public API is what bita/__init__ exports.
 
-model <- drafts <- decode <- plan <- generate <- hf / bench / serve / cli (errors and package_data under
-all); training depends on model and decode only; the figures (viz/) on step records and drafts only, and only serve and cli draw them.
-Read from the source with ``ast``, so a lazy import inside a function counts too.
+runtime <- model <- drafts <- decode <- plan <- generate <- hf / bench / serve / cli (errors and package_data
+under all): how a pass runs (runtime) knows nothing of what the model is (model: loading, the adapter), nor
+of drafts or decoding; training depends on runtime, model and decode only; the figures (viz/) on step
+records and drafts only, and only serve and cli draw them. Every module counts, in folders nested at any
+depth; read from the source with ``ast``, so a lazy import inside a function counts too.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -13,18 +16,19 @@ import pytest
 import bita
 
 REPO = Path(__file__).resolve().parents[1]
-CORE = {"errors", "package_data", "model", "drafts", "decode", "plan", "generate"}
+CORE = {"errors", "package_data", "runtime", "model", "drafts", "decode", "plan", "generate"}
 LEAVES = {"errors", "package_data"}  # what every part may import: errors, and where the shipped files are
 ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides itself
     "errors": set(),
     "package_data": set(),
-    "model": LEAVES,
+    "runtime": LEAVES,
+    "model": LEAVES | {"runtime"},
     "drafts": LEAVES,
-    "decode": LEAVES | {"model", "drafts"},
-    "plan": LEAVES | {"model", "drafts", "decode"},
-    "generate": LEAVES | {"model", "drafts", "decode", "plan"},
+    "decode": LEAVES | {"runtime", "model", "drafts"},
+    "plan": LEAVES | {"runtime", "model", "drafts", "decode"},
+    "generate": LEAVES | {"runtime", "model", "drafts", "decode", "plan"},
     "hf": CORE,  # BiTA inside transformers' generate: a front end like the CLI's
-    "training": LEAVES | {"model", "drafts", "decode"},
+    "training": LEAVES | {"runtime", "model", "drafts", "decode"},
     "bench": CORE | {"training", "hf"},  # ShareGPT through training's reader; hfc times bita.hf
     "serve": CORE,
     "cli": CORE | {"bench", "training"},
@@ -62,8 +66,14 @@ def imported_parts(path: Path) -> set[str]:
             if target[:1] == ["viz"] or (target[:1] == ["bita"] and len(target) > 1)}
 
 
-MODULES = sorted(p for p in [*REPO.glob("bita/*/*.py"), *REPO.glob("bita/*.py"), *REPO.glob("viz/*.py")]
-                 if p.name not in ("__init__.py", "__main__.py"))
+MODULES = sorted(p for p in [*REPO.glob("bita/**/*.py"), *REPO.glob("viz/**/*.py")]
+                 if p.name not in ("__init__.py", "__main__.py") and "assets" not in p.relative_to(REPO).parts)
+
+
+def test_every_module_is_checked_nested_folders_too():
+    found = {str(p.relative_to(REPO)) for p in MODULES}
+    assert {"bita/runtime/runtime.py", "bita/model/loading.py", "bita/generate.py", "viz/tokens.py"} <= found
+    assert all(part_of(p) in ALLOWED for p in MODULES), "a part of bita the layering does not place"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
@@ -93,3 +103,14 @@ def test_the_public_api_is_exported():
     for name in ("load_model", "resolve_adapter", "encode_chat", "stream_bita", "stream_ar", "collect", "Sampling",
                  "plan_tree", "run_hf", "BitaAdapter", "BitaError", "StepRecord", "parse_tree_spec"):
         assert name in bita.__all__ and callable(getattr(bita, name)), name
+
+
+def test_docs_method_names_every_module_and_no_module_that_is_gone():
+    """docs/method.md's module table is the tree: every module named (``bita/serve/`` and ``bita/cli/`` as
+    folders), and every ``bita/...py`` or ``viz/...py`` it names exists."""
+    text = (REPO / "docs" / "method.md").read_text()
+    names = [str(p.relative_to(REPO)) for p in MODULES]
+    missing = [name for name in names if name not in text and not name.startswith(("bita/serve/", "bita/cli/"))]
+    assert not missing, missing
+    gone = [name for name in set(re.findall(r"(?:bita|viz)/[\w/]+\.py", text)) if not (REPO / name).is_file()]
+    assert not gone, gone

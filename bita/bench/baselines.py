@@ -14,9 +14,9 @@ from ..decode.stopping import make_stop
 from ..generate import RunResult, check_sampling, validate_request
 from ..hf import generate as bita_in_generate
 from ..model.adapter import BitaAdapter
-from ..model.device import device_of, timed
 from ..model.loading import DEFAULT_MODEL, DEFAULT_NAME, LoadedModel, load_model
 from ..plan.tree_plan import TreePlan
+from ..runtime.device import timed
 
 
 def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
@@ -29,7 +29,7 @@ def run_hf(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
     sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
     stop = make_stop(loaded, max_new_tokens, stop_strings)
-    generated, seconds = timed(device_of(loaded.model), lambda: hf_generate(
+    generated, seconds = timed(loaded.device, lambda: hf_generate(
         loaded.model, prompt_ids, max_new_tokens, loaded.eos_token_ids, prompt_lookup_tokens, sampling,
         tuple(stop.stop_strings), loaded.tokenizer, static_cache))
     tokens, finish = stop.take(generated)
@@ -65,7 +65,7 @@ def run_custom_generate(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePla
     ids = torch.tensor([prompt_ids], device=loaded.device)
     if not sampling.greedy:
         torch.manual_seed(sampling.seed)
-    output, seconds = timed(device_of(loaded.model), lambda: loaded.model.generate(
+    output, seconds = timed(loaded.device, lambda: loaded.model.generate(
         ids, generation_config=config, custom_generate=bita_in_generate, adapter=adapter, tree=plan))
     tokens, finish = make_stop(loaded, max_new_tokens).take(output[0, len(prompt_ids):].tolist())
     return RunResult("hfc", tokens, loaded.tokenizer.decode(tokens, skip_special_tokens=True), seconds, finish)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 
 from ..decode.verify import shared_prefix
-from ..model.device import device_of, output_logits
 from ..model.loading import LoadedModel
 
 # Units in the last place at the top logit within which a flip is put down to rounding.
@@ -47,9 +46,9 @@ def divergence(loaded: LoadedModel, prompt_ids: list[int], ours: list[int], refe
     position = first_difference(ours, reference)
     if position is None:
         return None
-    ids = torch.tensor([prompt_ids + reference[:position]], device=device_of(loaded.model))
+    ids = torch.tensor([prompt_ids + reference[:position]], device=loaded.device)
     hidden = loaded.model.base_model(input_ids=ids).last_hidden_state[0, -1:]
-    top = output_logits(loaded.model, hidden)[0].topk(2).values
+    top = loaded.runtime.logits(hidden)[0].topk(2).values
     dtype = rounding_dtype or loaded.model.get_input_embeddings().weight.dtype
     ulp = float(top[0].abs()) * torch.finfo(dtype).eps
     return Divergence(position, float(top[0] - top[1]), NEAR_TIE_ULPS * ulp)

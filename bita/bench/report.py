@@ -1,7 +1,7 @@
 """Side-by-side benchmark: BiTA against HF ``generate``, our AR loop and HF prompt lookup decoding.
 
 Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); ``ar``, our AR
-loop on the loaded model's kernels (the measured per-row-count plan where it applies: the fair comparison);
+loop on the loaded model's runtime (its measured kernel plan and forward where they apply: the fair comparison);
 ``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
 ``PLD_TOKENS`` proposed tokens a pass); ``hfc``, BiTA inside HF ``generate`` (``custom_generate``,
 bita/hf.py) on the loaded model's kernels: what ``generate`` adds; ``bita`` on the loaded model's kernels.
@@ -29,7 +29,6 @@ from ..decode.sampling import GREEDY, Sampling
 from ..errors import BitaError
 from ..generate import RunResult, collect, stream_ar, stream_bita
 from ..model.adapter import BitaAdapter
-from ..model.kernels import stock_kernels
 from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
 from .baselines import float32_twin, run_custom_generate, run_hf
@@ -73,7 +72,7 @@ def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: Tre
         return run_hf(float32_twin(loaded), prompt_ids, max_new_tokens, sampling=sampling)
     if method in ("hf", "hfs", "pld"):
         lookup = PLD_TOKENS if method == "pld" else None
-        with stock_kernels(loaded.model):
+        with loaded.runtime.stock():
             return run_hf(loaded, prompt_ids, max_new_tokens, prompt_lookup_tokens=lookup, sampling=sampling,
                           static_cache=method == "hfs")
     if method == "hfc":
@@ -170,8 +169,8 @@ def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
 
 @dataclass
 class BenchReport:
-    setup: dict  # model, device, dtype, kernels, adapter, drafts, tree, tree_reason, suite, max_new_tokens, methods,
-    #              sampling (temperature, top_p, top_k, seed; temperature 0: greedy)
+    setup: dict  # model, device, dtype, exact, runtime (described), runtime_key, adapter, drafts, tree, tree_reason,
+    #              suite, max_new_tokens, methods, sampling (temperature, top_p, top_k, seed; temperature 0: greedy)
     prompts: list[PromptResult]
 
     @property
@@ -194,7 +193,8 @@ class BenchReport:
         setup, summary = self.setup, self.summary()
         baselines = [m for m in BASELINES if m in self.methods]
         checked = summary["identical"] is not None
-        lines = [f"Model {setup['model']} on {setup['device']} ({setup['dtype']}, kernels {setup['kernels']}), "
+        runtime = setup.get("runtime", f"kernels {setup.get('kernels')}")  # reports before the runtime: its kernels
+        lines = [f"Model {setup['model']} on {setup['device']} ({setup['dtype']}; {runtime}), "
                  f"adapter {setup['adapter']}, drafts {setup['drafts']}, tree {setup['tree']}, "
                  f"max {setup['max_new_tokens']} new tokens. "
                  f"HF generate and prompt lookup ({PLD_TOKENS} tokens a pass) run on the stock kernels, our AR "

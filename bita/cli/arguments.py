@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
-from ..model.kernels import KERNELS, KERNELS_HELP
 from ..plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
+from ..runtime.kernels import KERNELS, KERNELS_HELP
 
 ADAPTER_HELP = ("an adapter: a directory, a shipped adapter's name, a Hub repository USER/NAME (from the local "
                 "Hugging Face cache, else downloaded), or 'untrained' (default: the shipped adapter made for the "

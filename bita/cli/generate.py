@@ -1,4 +1,4 @@
-"""``python -m bita generate``: one prompt, with BiTA and/or HF generate side by side."""
+"""``python -m bita generate``: one prompt, with BiTA, our AR loop and/or HF generate side by side."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import argparse
 
 from ..bench.baselines import run_hf
 from ..bench.divergence import divergence
-from ..errors import BitaError
 from ..decode.verify import shared_prefix
+from ..errors import BitaError
 from ..generate import collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
 from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
                         sampling_from)
+
+MODES = ("bita", "ar", "hf", "both")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -25,16 +27,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_draft_arguments(generate)
     generate.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     add_sampling_arguments(generate)
-    generate.add_argument("--mode", choices=("bita", "ar", "both"), default="bita",
-                          help="bita: BiTA's answer; ar: HF generate's; both: each, timed, with the identity check")
+    generate.add_argument("--mode", choices=MODES, default="bita",
+                          help="bita: BiTA's answer; ar: our AR loop's (the loaded model's arithmetic); hf: HF "
+                               "generate's (transformers' kernels); both: all three, timed, with BiTA's identity "
+                               "to our AR loop checked and its agreement with HF generate beside it")
     generate.add_argument("--json", action="store_true", help="print one JSON object")
     generate.set_defaults(run=run_generate)
 
 
 def run_generate(args: argparse.Namespace) -> dict:
-    from ..model.device import describe_device
     from ..model.loading import encode_chat
     from ..model.shipped import resolve_adapter
+    from ..runtime.device import describe_device
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
@@ -42,36 +46,47 @@ def run_generate(args: argparse.Namespace) -> dict:
     loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
-    report = {"model": loaded.name, "device": describe_device(loaded.device), "prompt_tokens": len(prompt_ids)}
-    bita = ar = None
+    report = {"model": loaded.name, "device": describe_device(loaded.device), "runtime": loaded.runtime.describe(),
+              "prompt_tokens": len(prompt_ids)}
+    runs = {}
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
                          corpus=args.corpus)
-        bita = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan, stops,
-                                                   sampling=sampling))
-        report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason,
-                      bita_tokens_per_s=bita.tokens_per_s,
-                      forward_passes=bita.forward_passes, mean_accepted=bita.mean_accepted)
-    if args.mode in ("ar", "both"):  # sampled: our AR loop, whose draws are BiTA's on every device (HF's on the CPU)
-        ar = (run_hf(loaded, prompt_ids, args.max_new_tokens, stops, sampling=sampling) if sampling.greedy else
-              collect("ar", loaded, stream_ar(loaded, prompt_ids, args.max_new_tokens, stops, sampling)))
-        report.update(ar_method="HF generate" if sampling.greedy else "our AR loop", ar_tokens_per_s=ar.tokens_per_s)
-        report.setdefault("forward_passes", ar.forward_passes)
-        report.setdefault("mean_accepted", 1.0)
-    main_run = bita or ar
-    report.update(text=main_run.text, new_tokens=len(main_run.tokens), finish=main_run.finish)
+        runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan,
+                                                           stops, sampling=sampling))
+        report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason)
+    if args.mode in ("ar", "both"):
+        runs["ar"] = collect("ar", loaded, stream_ar(loaded, prompt_ids, args.max_new_tokens, stops, sampling))
+    if args.mode in ("hf", "both"):
+        with loaded.runtime.stock():
+            runs["hf"] = run_hf(loaded, prompt_ids, args.max_new_tokens, stops, sampling=sampling)
+    main_run = next(iter(runs.values()))
+    report.update(text=main_run.text, new_tokens=len(main_run.tokens), finish=main_run.finish,
+                  forward_passes=main_run.forward_passes, mean_accepted=main_run.mean_accepted,
+                  **{f"{method}_tokens_per_s": run.tokens_per_s for method, run in runs.items()})
     if not sampling.greedy:
         report.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                       seed=sampling.seed)
-    if bita and ar:
-        report.update(speedup=bita.tokens_per_s / ar.tokens_per_s)
-        report.update(identical_to_ar=bita.tokens == ar.tokens)
-        if sampling.greedy:
-            parted = divergence(loaded, prompt_ids, bita.tokens, ar.tokens)
-            if parted:  # in fp32 a bug; in bf16/fp16 a near tie when the gap is within rounding
-                report.update(first_difference=parted.position, reference_top2_gap=round(parted.gap, 4),
-                              near_tie=parted.near_tie)
-        elif bita.tokens != ar.tokens:  # a bug, or (bf16, k-bit) tree and AR rows' logits apart at a near tie
-            report.update(first_difference=shared_prefix(bita.tokens, ar.tokens))
+    if len(runs) == 3:
+        report.update(identity(loaded, prompt_ids, runs, sampling.greedy))
     return report
+
+
+def identity(loaded, prompt_ids: list[int], runs: dict, greedy: bool) -> dict:
+    """BiTA against our AR loop (same arithmetic: the identity the method claims) and against HF generate
+    (transformers' kernels: agreement), with speedups; where greedy BiTA parts from either, the first
+    differing token and the reference's top-2 logit gap there (a near tie within rounding, or a bug)."""
+    bita = runs["bita"]
+    found = {"speedup": bita.tokens_per_s / runs["ar"].tokens_per_s,
+             "speedup_vs_hf": bita.tokens_per_s / runs["hf"].tokens_per_s}
+    for method, prefix in (("ar", ""), ("hf", "hf_")):
+        reference = runs[method].tokens
+        found[f"identical_to_{method}"] = bita.tokens == reference
+        if bita.tokens == reference:
+            continue
+        parted = divergence(loaded, prompt_ids, bita.tokens, reference) if greedy else None
+        found[f"{prefix}first_difference"] = parted.position if parted else shared_prefix(bita.tokens, reference)
+        if parted:  # in fp32 a bug; in bf16/fp16 a near tie when the gap is within rounding
+            found.update({f"{prefix}reference_top2_gap": round(parted.gap, 4), f"{prefix}near_tie": parted.near_tie})
+    return found

@@ -57,8 +57,8 @@ def run_bench(args: argparse.Namespace) -> dict:
     from ..bench.report import check_methods
     from ..bench.report import run_bench as bench
     from ..bench.suites import load_prompts
-    from ..model.device import describe_device
     from ..model.shipped import resolve_adapter
+    from ..runtime.device import describe_device
 
     methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
     sampling = sampling_from(args)
@@ -69,7 +69,8 @@ def run_bench(args: argparse.Namespace) -> dict:
                      corpus=args.corpus)
     logger.info("tree: %s", plan.reason)
     setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "exact": loaded.exact, "kernels": loaded.kernels, "adapter": adapter_name, "drafts": args.drafts,
+             "exact": loaded.exact, "runtime": loaded.runtime.describe(), "runtime_key": loaded.runtime.key,
+             "adapter": adapter_name, "drafts": args.drafts,
              "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
     report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, sampling=sampling)
     data, markdown = report.to_json(), report.to_markdown()

@@ -62,8 +62,8 @@ def run_make_data(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
     from ..model.adapter import weights_fingerprint
-    from ..model.device import describe_device
     from ..model.samples import pack_samples, read_samples
+    from ..runtime.device import describe_device
     from ..training.data import make_data, prepare_prompts
 
     if (args.questions < 0 or args.batch_size < 1 or args.max_new_tokens < 1 or args.max_prompt_tokens < 2

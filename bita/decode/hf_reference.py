@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
-from ..model.device import device_of
+from ..runtime.device import device_of
 from .sampling import GREEDY, Sampling
 
 

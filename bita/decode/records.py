@@ -8,7 +8,9 @@ import torch
 
 from ..drafts.sources import MASK
 from ..drafts.tree import ROOT, DraftTree, TreeNode
-from .verify import walk
+from ..drafts.trie import NGRAM_RANK, PassTrie
+from .masks import PassLayout, allowed_keys
+from .verify import Verification, walk
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 BONUS = "bonus"  # role of an emitted token that is the pass's own (autoregressive) token
@@ -99,3 +101,38 @@ class StepRecord:
         None for the bonus."""
         path = [self.nodes[i].source for i in self.accepted_nodes()]
         return [path[i] if i < len(path) else None for i in range(len(self.emitted))]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What one tree pass fed as candidates: ``trie`` (bita/drafts/trie.py); ``chances``: a dynamic tree's
+    estimate for each of its mask nodes (None: a static tree); ``probs``: [depth, k] the probabilities of
+    the mask drafts its mask nodes took (None: no mask drafts)."""
+
+    trie: PassTrie
+    chances: list[float] | None
+    probs: torch.Tensor | None
+
+
+def tree_record(*, index: int, position: int, root: int, candidates: Candidates, verdict: Verification,
+                next_drafts: list[list[tuple[int, float]]], rows: int, n_prompt: int, sampled: bool) -> StepRecord:
+    """The record of tree pass ``index``, whose root ``root`` sat at ``position``, that fed ``rows`` rows of
+    which ``candidates``, reached ``verdict`` and drafted ``next_drafts``."""
+    trie, chances, accepted = candidates.trie, candidates.chances, set(verdict.accepted)
+    nodes = [DraftNode(trie.tokens[i], n.parent, n.depth, n.rank,
+                       float(candidates.probs[n.depth - 1, n.rank]) if n.rank != NGRAM_RANK else 0.0,
+                       n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i],
+                       chances[i] if chances and i < len(chances) else None)
+             for i, n in enumerate(trie.tree.nodes)]
+    return StepRecord(index=index, kind="tree", position=position, root=root, rows=rows, nodes=nodes,
+                      accepted=[trie.tokens[i] for i in verdict.accepted], bonus=verdict.bonus,
+                      next_drafts=next_drafts, n_prompt=n_prompt, sampled=sampled)
+
+
+def attach_attention(record: StepRecord, layout: PassLayout, n_prompt: int, n_cached: int, wanted: bool) -> None:
+    """When ``wanted``, set ``record.attention`` and ``record.row_kinds`` for a pass of ``layout``."""
+    if not wanted:
+        return
+    record.attention = allowed_keys(layout, n_prompt, n_cached)
+    kinds = ["context"] * (layout.chain - 1) + ["root"] + ["candidate"] * layout.tree.size
+    record.row_kinds = kinds + ["mask"] * (layout.rows - len(kinds))

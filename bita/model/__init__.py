@@ -1,3 +1,4 @@
-"""The frozen model and what BiTA adds to it: loading (the embedded default or any HF causal LM), CPU
-kernels, the adapter (prompt KV and mask embeddings) and the shipped adapters, its stored draft-rank
-statistics, device naming and timing."""
+"""What the model is: loading it (the embedded default, any HF causal LM, a GGUF; chat encoding), what BiTA
+adds to it (the adapter: prompt KV and mask embeddings; its files, card and the shipped adapters), its
+stored draft-rank statistics and the self-generated data set's files. How its passes run is the runtime's
+(bita/runtime/)."""

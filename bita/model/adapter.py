@@ -28,6 +28,7 @@ from torch import nn
 from transformers import DynamicCache
 
 from ..errors import BitaError
+from ..runtime.transformers_forward import kv_shapes
 from .adapter_card import is_generated_card, model_card
 from .adapter_files import (ACCEPTANCE_NAME, CARD_NAME, LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME, WEIGHTS_NAME,
                             adapter_folder, adapter_paths, atomic_write, config_texts, read_config)
@@ -85,27 +86,18 @@ def weights_fingerprint(model: nn.Module) -> str:
     return hashlib.sha256(rounded + str(tuple(weight.shape)).encode()).hexdigest()[:16]
 
 
-@torch.no_grad()
-def probe_kv_shapes(model: nn.Module) -> list[list[int]]:
-    """Run one token through the model and read [kv_heads, head_dim] of each cache layer."""
-    cache = DynamicCache()
-    device = model.get_input_embeddings().weight.device
-    model(input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), past_key_values=cache, use_cache=True)
-    return [[layer.keys.shape[1], layer.keys.shape[3]] for layer in cache.layers]
-
-
 def base_identity(model: nn.Module, name: str | None = None) -> BaseIdentity:
     config = model.config.get_text_config()
-    kv_shapes = probe_kv_shapes(model)
+    shapes = kv_shapes(model)
     return BaseIdentity(
         name=name or str(getattr(config, "name_or_path", "") or config.model_type),
         model_type=config.model_type,
-        num_layers=len(kv_shapes),
+        num_layers=len(shapes),
         hidden_size=model.get_input_embeddings().weight.shape[1],
-        kv_heads=kv_shapes[0][0],
+        kv_heads=shapes[0][0],
         vocab_size=model.get_output_embeddings().weight.shape[0],
         fingerprint=weights_fingerprint(model),
-        kv_shapes=kv_shapes,
+        kv_shapes=shapes,
         revision=getattr(config, "_commit_hash", None),  # set by transformers for a model from the Hub
     )
 

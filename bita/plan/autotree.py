@@ -12,9 +12,8 @@ plain AR, the answer is AR.
 from __future__ import annotations
 
 import itertools
-import json
-import logging
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,29 +25,22 @@ from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
-from ..model.device import describe_device
-from ..model.kernel_plan import ROW_BUCKETS, bucket_of
-from ..model.json_table import write_table
-from ..model.lean_llama import lean_of
 from ..model.loading import LoadedModel, cache_root
-from ..model.padded import PaddedLean
 from ..model.rank_stats import stored_ranks
+from ..runtime.measured import measured
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
 from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes
 from .sampled_forecast import forecasting
-
-logger = logging.getLogger(__name__)
 
 AUTO = "auto"
 MAX_TOPK = 6
 REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:3,2,2/chain-groups",
                    "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
 COSTS_FILE = "pass-costs.json"
-TABLE_VERSION = "v3"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels
+TABLE_VERSION = "v4"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels; v4: by the runtime
 PROBE_TREE, PROBE_ROUNDS = "efficient:3,2,2/chain-groups", 4  # a cached table is checked against this, once
 PROBE_TOLERANCE = 1.15, 1.1  # largest ratio of probe to table allowed: of the AR pass, of the tree's cost over it
-_probed: set[str] = set()  # keys checked in this process
 
 
 @dataclass
@@ -60,56 +52,53 @@ class CostTable:
     ar: float
     points: list[tuple[int, float]]  # (rows, seconds), sorted by rows
     spread: list[tuple[int, float, float]] = field(default_factory=list)
-    padded: bool = False  # passes run padded to ROW_BUCKETS (CUDA graphs): points are buckets' rows
+    buckets: tuple[int, ...] = ()  # passes run padded to these row counts (CUDA graphs): points are buckets' rows
 
     def seconds(self, rows: float) -> float:
         """Piecewise-linear in rows (padded: at the rows of the bucket that runs them, where the cost
         steps); extended past the last point along the last segment."""
-        if self.padded and rows <= ROW_BUCKETS[-1]:
-            rows = ROW_BUCKETS[bucket_of(math.ceil(rows))]
+        if self.buckets and rows <= self.buckets[-1]:
+            rows = self.buckets[bisect_left(self.buckets, math.ceil(rows))]
         xs, ys = zip(*self.points)
         if rows <= xs[-1] or len(xs) == 1:
             return float(np.interp(rows, xs, ys))
         slope = (ys[-1] - ys[-2]) / max(1, xs[-1] - xs[-2])
         return ys[-1] + slope * (rows - xs[-1])
 
+    @classmethod
+    def from_entry(cls, entry: dict) -> CostTable:
+        """A table as ``cost_table`` stores it."""
+        return cls(entry["key"], entry["ar"], [tuple(p) for p in entry["points"]],
+                   [tuple(s) for s in entry.get("spread", [])], tuple(entry.get("buckets", ())))
+
 
 def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
-    """Pass costs depend on the model, the device, the dtype, the kernels and the adapter's P and n."""
-    return "|".join([adapter.config.base.fingerprint, describe_device(loaded.device), str(loaded.model.dtype),
-                     loaded.kernels, f"P{adapter.n_prompt}", f"n{adapter.n_masks}", TABLE_VERSION])
+    """Pass costs depend on the model's weights, its runtime (device, dtype, forward, kernels: never a timing)
+    and the adapter's P and n."""
+    return "|".join([adapter.config.base.fingerprint, loaded.runtime.key, f"P{adapter.n_prompt}",
+                     f"n{adapter.n_masks}", TABLE_VERSION])
 
 
 def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,
                repeats: int = 8) -> CostTable:
-    """The cached table for this model and device, measuring it (tens of seconds) the first time; a
+    """The cached table for this model and runtime, measuring it (tens of seconds) the first time; a
     cached table is checked once per process against a quick probe (``probe_disagrees``) and timed
     again, saying so, where it disagrees: it may have been timed while the machine was busy."""
-    path = path or cache_root() / COSTS_FILE
     key = cost_key(loaded, adapter)
-    cached = json.loads(path.read_text()) if path.is_file() else {}
-    if key in cached:
-        table = CostTable(**{**cached[key], "points": [tuple(p) for p in cached[key]["points"]],
-                             "spread": [tuple(s) for s in cached[key].get("spread", [])]})
-        if key in _probed:
-            return table
-        _probed.add(key)
-        disagreement = probe_disagrees(table, measure_pass_costs(loaded, adapter, [PROBE_TREE], context, PROBE_ROUNDS))
-        if not disagreement:
-            return table
-        logger.info("the cached pass costs disagree with a probe now (%s): timing them again", disagreement)
-    _probed.add(key)
-    rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
-    padded = isinstance(lean_of(loaded.model), PaddedLean)
-    if padded:  # a pass costs its bucket's replay: each measured pass is its bucket's point
-        rows = [{**r, "rows": ROW_BUCKETS[bucket_of(r["rows"])]} for r in rows if r["rows"] <= ROW_BUCKETS[-1]]
-    points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
-    spread = sorted({r["rows"]: (r["rows"], *r["spread"]) for r in rows}.values())
-    table = CostTable(key, rows[0]["seconds"], points, spread, padded)
-    cached = json.loads(path.read_text()) if path.is_file() else {}
-    cached[key] = asdict(table)
-    write_table(path, cached)
-    return table
+    buckets = loaded.runtime.buckets
+
+    def measure() -> dict:
+        rows = measure_pass_costs(loaded, adapter, REFERENCE_TREES, context, repeats)
+        if buckets:  # a pass costs its bucket's replay: each measured pass is its bucket's point
+            rows = [{**r, "rows": buckets[bisect_left(buckets, r["rows"])]} for r in rows if r["rows"] <= buckets[-1]]
+        points = sorted({r["rows"]: r["seconds"] for r in rows}.items())  # the AR pass is the 1-row point
+        spread = sorted({r["rows"]: (r["rows"], *r["spread"]) for r in rows}.values())
+        return asdict(CostTable(key, rows[0]["seconds"], points, spread, buckets))
+
+    def check(table: CostTable) -> str | None:
+        return probe_disagrees(table, measure_pass_costs(loaded, adapter, [PROBE_TREE], context, PROBE_ROUNDS))
+
+    return measured(path or cache_root() / COSTS_FILE, key, "pass costs", measure, CostTable.from_entry, check)
 
 
 def probe_disagrees(table: CostTable, probe: list[dict]) -> str | None:

@@ -9,7 +9,8 @@ from tqdm import tqdm
 
 from ..decode.autoregressive import ar_steps
 from ..decode.masks import decode_layout
-from ..decode.step import Drafts, prefill, tree_step
+from ..decode.pass_logits import Drafts
+from ..decode.step import Request, new_cache, prefill, tree_step
 from ..decode.stopping import StopCondition
 from ..drafts.tree import parse_tree_spec
 from ..model.adapter import BitaAdapter
@@ -32,20 +33,24 @@ def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[st
     generator = torch.Generator().manual_seed(0)
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
     prompt = torch.randint(100, vocab, (context,), generator=generator).tolist()
-    trees = [parse_tree_spec(spec) for spec in specs]
-    states = [prefill(loaded.model, adapter, prompt, tree)[0] for tree in trees]
-    ar = ar_steps(loaded.model, prompt, StopCondition(repeats + 2))
+    runtime = loaded.runtime
+    requests = [Request(runtime, adapter, parse_tree_spec(spec)) for spec in specs]
+    states = [prefill(request, prompt, new_cache(runtime, adapter))[0] for request in requests]
+    ar = ar_steps(runtime, prompt, StopCondition(repeats + 2))
     next(ar)  # the prefill is not a decoding pass
-    times: list[list[float]] = [[] for _ in range(len(trees) + 1)]
+    times: list[list[float]] = [[] for _ in range(len(requests) + 1)]
     for index in tqdm(range(repeats + 1), desc="pass cost", unit="round"):
         times[0].append(next(ar).seconds)
-        for tree, state, seconds in zip(trees, states, times[1:]):
-            shape = (tree.depth, tree.max_rank)
+        for request, state, seconds in zip(requests, states, times[1:]):
+            shape = (request.tree.depth, request.tree.max_rank)
             state.rewind(adapter.n_prompt, Drafts(torch.randint(100, vocab, shape, generator=generator),
                                                   torch.full(shape, 0.5)))
-            _, record = tree_step(loaded.model, adapter, state, tree, index)
+            _, record = tree_step(request, state, index)
             seconds.append(record.seconds)
-    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(tree, tree.depth).rows) for spec, tree in zip(specs, trees)]
+    ar.close()
+    for state in states:
+        runtime.release(state.cache)
+    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(r.tree, r.tree.depth).rows) for spec, r in zip(specs, requests)]
     return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:]), "spread": quartiles(t[1:])}
             for (label, n), t in zip(rows, times)]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..decode.sampling import Sampling
-from ..drafts.dynamic import DynamicShape
 from ..drafts.corpus import CorpusIndex
+from ..drafts.dynamic import DynamicShape
 from ..drafts.sources import ALL, DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
 from ..drafts.tree import EMPTY_TREE, DraftTree, parse_tree_spec
 from ..errors import BitaError

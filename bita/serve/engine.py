@@ -7,10 +7,10 @@ from collections.abc import Callable
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..model.adapter import BitaAdapter
-from ..model.device import describe_device
 from ..model.loading import LoadedModel
 from ..model.shipped import UNTRAINED, adapters_for, default_adapter_name, resolve_adapter
 from ..plan.tree_plan import TreePlan, plan_tree
+from ..runtime.device import describe_device
 from .model_thread import ModelThread
 
 

@@ -16,14 +16,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..drafts.corpus import CorpusIndex
 from ..decode.verify import shared_prefix
+from ..drafts.corpus import CorpusIndex
 from ..drafts.ngram import NgramIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
-from ..model.device import output_logits
 from ..model.rank_stats import MAX_RANK, MISS, NGRAM_CHAIN, SAMPLE_RANKS, acceptance_record, pass_sample_record
 from ..model.target_stats import TARGET_DEPTHS, TARGET_PASSES, target_summaries
+from ..runtime.device import output_logits
 from .objective import SarObjective, make_batch
 
 

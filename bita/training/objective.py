@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from ..model.layer_masks import layer_attention_mask
 from ..decode.masks import packed_groups
 from ..model.adapter import BitaAdapter
-from ..model.device import output_logits
+from ..runtime.device import output_logits
+from ..runtime.layer_masks import layer_attention_mask
 
 IGNORE = -100
 

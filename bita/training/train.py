@@ -24,8 +24,8 @@ from transformers import get_cosine_schedule_with_warmup
 from ..drafts.corpus import CorpusIndex
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
-from ..model.device import describe_device, device_of
 from ..model.samples import read_samples
+from ..runtime.device import describe_device, device_of
 from .calibration import calibrate
 from .objective import SarObjective, make_batch
 

@@ -48,7 +48,8 @@ def test_bench_reports_side_by_side(tmp_path, capsys, default_model):
     assert code == 0, capsys.readouterr().err
     report = json.loads(report_path.read_text())
     summary = report["summary"]
-    assert report["setup"]["kernels"].startswith("measured")
+    assert report["setup"]["runtime"].startswith("lean forward, static KV cache; linears layers ")
+    assert "|lean|linears layers " in report["setup"]["runtime_key"] and " ms" not in report["setup"]["runtime_key"]
     assert report["setup"]["methods"] == ["hf", "ar", "pld", "bita"]
     assert summary["identical"] == summary["total"] == 2 and summary["tree"] == "efficient:2,2,1+ngram:4"
     assert summary["drafts"] == "both"

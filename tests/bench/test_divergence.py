@@ -8,6 +8,8 @@ from bita.bench.divergence import Divergence, divergence, first_difference
 from bita.decode.autoregressive import ar_steps
 from bita.decode.stopping import StopCondition
 from bita.model.loading import LoadedModel
+from bita.runtime.invariance import Invariance
+from bita.runtime.runtime import runtime_of
 
 
 def test_first_difference():
@@ -19,9 +21,9 @@ def test_first_difference():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_divergence_reports_the_references_top2_gap_there(dtype):
     model = tiny_model("llama").to(dtype)
-    loaded = LoadedModel(model, None, "tiny", torch.device("cpu"))
+    loaded = LoadedModel(model, None, "tiny", runtime_of(model))
     prompt = random_prompts(1, seed=3)[0]
-    reference = [t for r in ar_steps(model, prompt, StopCondition(12)) for t in r.emitted]
+    reference = [t for r in ar_steps(loaded.runtime, prompt, StopCondition(12)) for t in r.emitted]
     assert divergence(loaded, prompt, reference, reference) is None
     wrong = reference[:5] + [(reference[5] + 1) % 512] + reference[6:]
     parted = divergence(loaded, prompt, wrong, reference)
@@ -34,18 +36,22 @@ def test_a_divergence_reports_the_references_top2_gap_there(dtype):
 
 
 def test_identity_is_claimed_only_in_fp32_without_k_bit_weights():
-    from bita.model.loading import LoadedModel
+    from dataclasses import replace
+
     from bita.serve.reports import introduction
 
     model = tiny_model("llama")
-    loaded = LoadedModel(model, None, "tiny", torch.device("cpu"))
+    loaded = LoadedModel(model, None, "tiny", runtime_of(model))
     assert loaded.exact
     model.hf_quantizer = object()  # what transformers sets on a bitsandbytes-quantised model
-    assert not loaded.exact
+    assert not loaded.exact and "k-bit" in loaded.runtime.key
     del model.hf_quantizer
-    assert not LoadedModel(tiny_model("llama").to(torch.bfloat16), None, "tiny", torch.device("cpu")).exact
-    proved = LoadedModel(tiny_model("llama").to(torch.bfloat16), None, "tiny", torch.device("cpu"), row_invariant=True)
-    assert proved.exact  # bf16 whose passes the probe proved row-invariant (invariance.py)
+    half = runtime_of(tiny_model("llama").to(torch.bfloat16))
+    assert not LoadedModel(half.model, None, "tiny", half).exact
+    proved = replace(half, invariance=Invariance(rows=32, differing=0, worst=0.0, by_pass={"2": 0}))
+    assert LoadedModel(half.model, None, "tiny", proved).exact  # bf16 whose passes the probe proved row-invariant
+    failed = replace(half, invariance=Invariance(rows=32, differing=1, worst=0.5, by_pass={"2": 1}))
+    assert not LoadedModel(half.model, None, "tiny", failed).exact
     assert "token-for-token" in introduction("m", "cpu", exact=True)
     half = introduction("m", "cuda", exact=False)
     assert "token-for-token" not in half and "near tie" in half and "fp32 is the lossless mode" in half

@@ -3,8 +3,8 @@
 import torch
 
 from bita.decode.masks import allowed_keys, decode_layout, packed_groups
-from bita.model.layer_masks import additive_mask
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
+from bita.runtime.layer_masks import additive_mask
 
 
 def test_prefill_layout_is_causal_prompt_plus_one_group():

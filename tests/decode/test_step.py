@@ -9,29 +9,31 @@ import pytest
 import torch
 from conftest import VOCAB, random_prompts
 
+from bita.decode import pass_logits
 from bita.decode.masks import decode_layout
-from bita.model.rows import keep_cache_rows
-from bita.decode.step import forward_layout
+from bita.decode.step import bita_steps, forward_layout, new_cache
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.model.device import output_logits
+from bita.runtime.device import output_logits
+from bita.runtime.runtime import runtime_of
 
 N_MASKS = 3
 
 
 def cached_prefix(model, adapter, prompt):
     """Prefill ``prompt`` (with its mask group) and keep only the prompt in the cache."""
-    cache = adapter.prompt_cache(model, 1, torch.float32)
+    cache = new_cache(runtime_of(model), adapter)
     layout = decode_layout(EMPTY_TREE, adapter.n_masks, len(prompt))
-    hidden = forward_layout(model, adapter, cache, layout, torch.tensor(prompt), len(prompt) - 1, 0)
-    keep_cache_rows(cache, adapter.n_prompt, list(range(len(prompt))))
+    hidden = forward_layout(runtime_of(model), adapter, cache, layout, torch.tensor(prompt), len(prompt) - 1, 0)
+    cache.keep(adapter.n_prompt, list(range(len(prompt))))
     return cache, hidden, layout
 
 
 def tree_pass_logits(model, adapter, prompt, tree, root, candidates):
     cache, _, _ = cached_prefix(model, adapter, prompt)
     layout = decode_layout(tree, adapter.n_masks)
-    hidden = forward_layout(model, adapter, cache, layout, torch.tensor([root] + candidates), len(prompt), len(prompt))
+    hidden = forward_layout(runtime_of(model), adapter, cache, layout, torch.tensor([root] + candidates), len(prompt),
+                            len(prompt))
     return output_logits(model, hidden), layout
 
 
@@ -104,7 +106,8 @@ def test_groups_as_deep_as_the_tree_draft_what_full_groups_draft(tiny):
     candidates = list(range(20, 20 + tree.size))
     cache, _, _ = cached_prefix(tiny, adapter, prompt)
     layout = decode_layout(tree, tree.depth)
-    hidden = forward_layout(tiny, adapter, cache, layout, torch.tensor([5] + candidates), len(prompt), len(prompt))
+    hidden = forward_layout(runtime_of(tiny), adapter, cache, layout, torch.tensor([5] + candidates), len(prompt),
+                            len(prompt))
     full, full_layout = tree_pass_logits(tiny, adapter, prompt, tree, 5, candidates)
     assert N_MASKS > tree.depth and layout.rows < full_layout.rows
     for group in range(len(tree.group_anchors)):
@@ -113,11 +116,10 @@ def test_groups_as_deep_as_the_tree_draft_what_full_groups_draft(tiny):
 
 
 def test_one_head_call_on_a_gpu_and_on_a_cpu_up_to_16_group_rows_gives_the_same_logits(monkeypatch):
-    from bita.decode import step
     from conftest import tiny_model
 
-    assert step.one_head_call(torch.device("cuda"), 1000)
-    assert step.one_head_call(torch.device("cpu"), 16) and not step.one_head_call(torch.device("cpu"), 17)
+    assert pass_logits.one_head_call(torch.device("cuda"), 1000)
+    assert pass_logits.one_head_call(torch.device("cpu"), 16) and not pass_logits.one_head_call(torch.device("cpu"), 17)
     model = tiny_model("llama")
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=N_MASKS, seed=2)
     tree = parse_tree_spec("efficient:5,5,5")  # far more than 16 group rows: two head calls on a CPU
@@ -125,34 +127,35 @@ def test_one_head_call_on_a_gpu_and_on_a_cpu_up_to_16_group_rows_gives_the_same_
     cache, _, _ = cached_prefix(model, adapter, prompt)
     layout = decode_layout(tree, tree.depth, 1)
     ids = torch.randint(3, VOCAB, (1 + tree.size,), generator=torch.Generator().manual_seed(0))
-    hidden = forward_layout(model, adapter, cache, layout, ids, len(prompt), len(prompt))
-    split = step.pass_logits(model, hidden, layout, 1 + tree.size)
-    monkeypatch.setattr(step, "one_head_call", lambda device, rows: True)  # what a GPU does
-    shared = step.pass_logits(model, hidden, layout, 1 + tree.size)
-    torch.testing.assert_close(shared[0], split[0])
+    runtime = runtime_of(model)
+    hidden = forward_layout(runtime, adapter, cache, layout, ids, len(prompt), len(prompt))
+    split = pass_logits.pass_logits(runtime, hidden, layout, 1 + tree.size)
+    monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # what a GPU does
+    shared = pass_logits.pass_logits(runtime, hidden, layout, 1 + tree.size)
+    torch.testing.assert_close(shared.verified, split.verified)
     for group in range(layout.group_rows.shape[0]):
-        torch.testing.assert_close(shared[1](group), split[1](group))
-    assert split[2] is None and torch.equal(shared[2][1], shared[1](1))  # every group's, where one call made them
+        torch.testing.assert_close(shared.group(group), split.group(group))
+    assert split.every is None and torch.equal(shared.every[1], shared.group(1))  # every group's, from one call
 
 
 def test_a_fused_readback_gives_the_same_passes_as_one_copy_per_result(monkeypatch):
     """On a GPU a greedy pass brings back its argmax and every group's drafts in one copy; run on a
     CPU, that path emits, accepts and drafts what the ordinary one does."""
-    from bita.decode import step
-    from bita.decode.stopping import StopCondition
     from conftest import tiny_model
+
+    from bita.decode.stopping import StopCondition
 
     model = tiny_model("llama")
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=N_MASKS, seed=2)
     prompt, tree = random_prompts(1, seed=6)[0], parse_tree_spec("efficient:3,2,2")
 
     def passes():
-        return list(step.bita_steps(model, adapter, prompt, tree, StopCondition(24), ngram_tokens=2))
+        return list(bita_steps(runtime_of(model), adapter, prompt, tree, StopCondition(24), ngram_tokens=2))
 
     plain = passes()
     fused = []
-    monkeypatch.setattr(step, "fused_readback", lambda device: fused.append(device) or True)
-    monkeypatch.setattr(step, "one_head_call", lambda device, rows: True)  # as on a GPU: every group's logits
+    monkeypatch.setattr(pass_logits, "fused_readback", lambda device: fused.append(device) or True)
+    monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # as on a GPU: every group's logits
     again = passes()
     assert len(fused) == len(again) - 1  # every tree pass took the one-copy path
     assert [(r.emitted, r.accepted) for r in again] == [(r.emitted, r.accepted) for r in plain]

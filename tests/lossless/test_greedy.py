@@ -8,14 +8,16 @@ from conftest import WINDOW, assert_lossless, random_prompts, tree_of
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
+from bita.decode.pass_logits import Drafts
 from bita.decode.records import ACCEPTED
-from bita.decode.step import Drafts, bita_steps, prefill, tree_step
+from bita.decode.step import Request, bita_steps, new_cache, prefill, tree_step
 from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.sources import BOTH, CORPUS, NGRAM
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.drafts.trie import GROUPS_ALL, GROUPS_LAST, GROUPS_NONE
 from bita.model.adapter import BitaAdapter
+from bita.runtime.runtime import runtime_of
 
 SPECS = ["efficient:3,2,2", "chain:3", "full:2,2,2", "efficient:5,4,3/chain-groups", "chain:1",
          "dynamic:8", "dynamic:16"]
@@ -32,8 +34,8 @@ def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_s
     tree = tree_of(spec)
     for prompt in random_prompts(8, seed=11):
         reference = hf_generate(tiny, prompt, 24, [])
-        assert emitted(ar_steps(tiny, prompt, StopCondition(24))) == reference
-        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24)))
+        assert emitted(ar_steps(runtime_of(tiny), prompt, StopCondition(24))) == reference
+        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(24)))
         assert emitted(records) == reference
         assert records[-1].finish == "length" and all(r.finish is None for r in records[:-1])
 
@@ -43,7 +45,7 @@ def test_bita_is_lossless_past_a_sliding_window(windowed_tiny, spec):
     """Prompts from shorter than the window to five windows long, answers that run past it, on
     every attention pattern (interleaved local/global, all windowed, windowed above full), with
     mask drafts and n-gram chains ('': n-gram chains alone, the no-adapter path)."""
-    assert_lossless(windowed_tiny, spec, random_prompts(4, seed=13, low=WINDOW - 3, high=5 * WINDOW))
+    assert_lossless(runtime_of(windowed_tiny), spec, random_prompts(4, seed=13, low=WINDOW - 3, high=5 * WINDOW))
 
 
 def test_bita_stops_at_the_same_eos(tiny):
@@ -54,7 +56,7 @@ def test_bita_stops_at_the_same_eos(tiny):
         eos = free_run[9]  # a token the model really produces: generation must stop at its first use
         reference = hf_generate(tiny, prompt, 30, [eos])
         assert reference[-1] == eos and len(reference) <= 10
-        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(30, [eos])))
+        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(30, [eos])))
         assert emitted(records) == reference and records[-1].finish == "eos"
 
 
@@ -65,20 +67,20 @@ def oracle_drafts(truth, start, n, rank, vocab):
     return Drafts(tokens, torch.full(tokens.shape, 1 / 3))
 
 
-def exact_passes(tiny, spec: str, prepare, passes: int = 5):
+def exact_passes(tiny, spec: str, prepare, passes: int = 5, ngram_groups: str = GROUPS_NONE):
     """Prefill a prompt for tree ``spec``, then ``passes`` tree steps, yielding (state, record)
     after each. Before a step, ``prepare(state, truth, done, vocab)`` may set ``state.drafts``
-    and returns extra ``tree_step`` arguments. Checks that the output so far equals HF
+    and returns extra ``tree_step`` arguments (the chains). Checks that the output so far equals HF
     generate's after every step and that the cache holds exactly the context at the end."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
-    tree = parse_tree_spec(spec)
+    request = Request(runtime_of(tiny), adapter, parse_tree_spec(spec), ngram_groups=ngram_groups)
     vocab = tiny.get_output_embeddings().weight.shape[0]
     prompt = random_prompts(1, seed=31)[0]
     truth = hf_generate(tiny, prompt, 40, [])
-    state, record = prefill(tiny, adapter, prompt, tree)
+    state, record = prefill(request, prompt, new_cache(request.runtime, adapter))
     output = [record.bonus]
     for index in range(1, passes + 1):
-        state, record = tree_step(tiny, adapter, state, tree, index, **prepare(state, truth, len(output), vocab))
+        state, record = tree_step(request, state, index, **prepare(state, truth, len(output), vocab))
         yield state, record
         output += record.accepted + [record.bonus]
         assert output == truth[:len(output)]
@@ -131,7 +133,7 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
             shift = 0 if chains == "oracle" else 7
             monkeypatch.setattr("bita.decode.step.NgramIndex", lambda history, max_match: ScriptedChains(
                 history[len(prompt):], reference, shift, vocab))
-        records = list(bita_steps(tiny, adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
+        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
                                   ngram_groups=ngram_groups))
         assert emitted(records) == reference
         sources.update(n.source for r in records for n in r.nodes if n.status == ACCEPTED)
@@ -155,7 +157,7 @@ def test_bita_with_corpus_chains_equals_hf_generate(tiny, corpus_kind, spec):
     corpus = CorpusIndex.build(documents)
     sources = Counter()
     for prompt, reference in zip(prompts, references):
-        records = list(bita_steps(tiny, adapter, prompt, tree_of(spec), StopCondition(24, eos), ngram_tokens=3,
+        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree_of(spec), StopCondition(24, eos), ngram_tokens=3,
                                   corpus=corpus, corpus_tokens=4))
         assert emitted(records) == reference
         sources.update(s for r in records for s in r.emitted_sources() if s)
@@ -178,7 +180,7 @@ def test_ngram_paths_keep_the_cache_exact(tiny, chain_hits, mask_rank, ngram_gro
         if state.drafts is not None:
             state.drafts = oracle_drafts(truth, done, 3, mask_rank, vocab)
         future = truth[done:done + 4]
-        return {"ngram": future if chain_hits else [(t + 7) % vocab for t in future], "ngram_groups": ngram_groups}
+        return {"ngram": future if chain_hits else [(t + 7) % vocab for t in future]}
 
-    for state, record in exact_passes(tiny, "efficient:3,3,3/chain-groups", with_chain):
+    for state, record in exact_passes(tiny, "efficient:3,3,3/chain-groups", with_chain, ngram_groups=ngram_groups):
         assert len(record.accepted) + 1 == per_pass and (state.drafts is not None) == drafts_after

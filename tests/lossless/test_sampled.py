@@ -27,7 +27,8 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.model.precision import bf16_hardware
+from bita.runtime.precision import bf16_hardware
+from bita.runtime.runtime import runtime_of
 
 ALPHA = 1e-3  # a correct BiTA fails one of these tests with probability ALPHA; seeds are fixed, so CI is deterministic
 RUNS = 1200  # per method and case
@@ -47,9 +48,10 @@ def with_vocab(config, vocab: int = SMALL_VOCAB):
 
 
 def drafting_model(config):
-    """A tiny model of ``config`` over 16 tokens with an untrained adapter whose drafts land often:
-    every input embedding and every mask embedding share one direction, so the mask rows predict
-    roughly what the ordinary rows do. Both paths of the walk, accept and reject, stay busy."""
+    """The runtime (transformers' forward as it is) of a tiny model of ``config`` over 16 tokens, with an
+    untrained adapter whose drafts land often: every input embedding and every mask embedding share one
+    direction, so the mask rows predict roughly what the ordinary rows do. Both paths of the walk, accept
+    and reject, stay busy."""
     torch.manual_seed(0)
     config.initializer_range = 0.2
     model = AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
@@ -57,7 +59,7 @@ def drafting_model(config):
     shared = torch.randn(config.hidden_size, generator=torch.Generator().manual_seed(1)) * 0.4
     model.get_input_embeddings().weight.data += shared
     adapter.mask_embeddings.data += shared
-    return model, adapter
+    return runtime_of(model), adapter
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +77,14 @@ def emitted(steps) -> list[int]:
     return [t for record in steps for t in record.emitted]
 
 
-def ar_counter(model, prompt):
+def ar_counter(runtime, prompt):
     """settings (temperature, top_p, top_k) -> Counter of AR's first TOKENS tokens over RUNS seeds."""
     cache: dict[tuple, Counter] = {}
 
     def counts(settings: tuple) -> Counter:
         if settings not in cache:
             cache[settings] = Counter(
-                tuple(emitted(ar_steps(model, prompt, StopCondition(TOKENS), Sampling(*settings, seed=seed))))
+                tuple(emitted(ar_steps(runtime, prompt, StopCondition(TOKENS), Sampling(*settings, seed=seed))))
                 for seed in range(RUNS))
         return cache[settings]
     return counts
@@ -98,11 +100,11 @@ def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int, prompt:
     """Counter of BiTA's first TOKENS tokens after ``prompt`` over RUNS seeds (with corpus chains as
     long as the n-gram chains when ``corpus`` is given; a test's wrong ``coupling``), and the share
     of its tree passes that accepted a draft."""
-    model, adapter = drafting
+    runtime, adapter = drafting
     tree, counts, passes, accepting = tree_of(spec), Counter(), 0, 0
     extra = {"coupling": coupling} if coupling else {}
     for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
-        records = list(bita_steps(model, adapter, prompt, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
+        records = list(bita_steps(runtime, adapter, prompt, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
                                   sampling=Sampling(*settings, seed=seed), corpus=corpus,
                                   corpus_tokens=ngram_tokens if corpus else 0, **extra))
         counts[tuple(emitted(records))] += 1
@@ -143,9 +145,9 @@ def test_bita_samples_the_ar_distribution_past_a_sliding_window(windowed_draftin
 
 def test_bita_with_corpus_chains_samples_the_ar_distribution(drafting, ar_counts):
     """Corpus chains (from the model's own sampled answers) beside mask drafts and n-gram chains."""
-    model, _ = drafting
+    runtime, _ = drafting
     spec, settings, ngram_tokens = "efficient:3,2,2", (1.0, 1.0, 0), 3
-    answers = [emitted(ar_steps(model, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
+    answers = [emitted(ar_steps(runtime, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
     corpus = CorpusIndex.build([PROMPT + answer for answer in answers])
     bita, accepting = bita_counts(drafting, spec, settings, ngram_tokens, corpus=corpus)
     result = homogeneity(bita, ar_counts(settings))
@@ -188,7 +190,7 @@ IDENTITY_SPECS = ["chain:1", "efficient:2", "efficient:3/chain-groups", "efficie
                   "dynamic:10", ""]  # '': n-gram chains alone
 
 
-def identity_runs(model, adapter, spec, coupling=None, corpus=None, prompt=PROMPT, seeds=IDENTITY_SEEDS):
+def identity_runs(runtime, adapter, spec, coupling=None, corpus=None, prompt=PROMPT, seeds=IDENTITY_SEEDS):
     """(runs, runs whose tokens differ from our AR loop's with the same settings and seed, the share of
     tree passes that accepted a draft) over IDENTITY_SETTINGS x ``seeds`` seeds, with n-gram chains of 3."""
     runs = differ = passes = accepting = 0
@@ -196,10 +198,10 @@ def identity_runs(model, adapter, spec, coupling=None, corpus=None, prompt=PROMP
     for settings in IDENTITY_SETTINGS:
         for seed in range(seeds):
             sampling = Sampling(*settings, seed=seed)
-            records = list(bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(IDENTITY_TOKENS),
+            records = list(bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(IDENTITY_TOKENS),
                                       ngram_tokens=3, sampling=sampling, corpus=corpus,
                                       corpus_tokens=3 if corpus else 0, **extra))
-            ar = emitted(ar_steps(model, prompt, StopCondition(IDENTITY_TOKENS), sampling))
+            ar = emitted(ar_steps(runtime, prompt, StopCondition(IDENTITY_TOKENS), sampling))
             runs, differ = runs + 1, differ + (emitted(records) != ar)
             passes += len(records) - 1
             accepting += sum(bool(r.accepted) for r in records)
@@ -215,14 +217,14 @@ def family_drafting(request):
 @pytest.fixture(scope="module", params=["llama", "gemma3"])
 def half_drafting(request):
     """bf16 on our kernels (row-invariant passes): llama on the lean forward, gemma3 on transformers' path."""
-    model, adapter = drafting_model(with_vocab({**TINY_CONFIGS, **WINDOWED_CONFIGS}[request.param]()))
-    return request.param, (planned_tiny(request.param, torch.bfloat16, model=model), adapter)
+    runtime, adapter = drafting_model(with_vocab({**TINY_CONFIGS, **WINDOWED_CONFIGS}[request.param]()))
+    return request.param, (planned_tiny(request.param, torch.bfloat16, model=runtime.model), adapter)
 
 
-def assert_identical_to_ar(family: str, model, adapter, spec: str) -> None:
+def assert_identical_to_ar(family: str, runtime, adapter, spec: str) -> None:
     prompt = LONG_PROMPT if family == "gemma3" else PROMPT  # past the window
-    runs, differ, accepting = identity_runs(model, adapter, spec, prompt=prompt)
-    print(f"{family} {model.dtype} {spec}: {runs - differ}/{runs} identical, drafts accepted in {accepting:.0%} "
+    runs, differ, accepting = identity_runs(runtime, adapter, spec, prompt=prompt)
+    print(f"{family} {runtime.dtype} {spec}: {runs - differ}/{runs} identical, drafts accepted in {accepting:.0%} "
           "of tree passes")
     assert differ == 0 and accepting > 0.1
 
@@ -241,11 +243,11 @@ def test_sampled_bita_in_bf16_emits_the_tokens_of_sampled_ar(half_drafting, spec
 
 @needs_bf16
 def test_bita_in_bf16_samples_the_ar_distribution(half_drafting):
-    family, (model, adapter) = half_drafting
+    family, (runtime, adapter) = half_drafting
     spec, settings, ngram_tokens = "efficient:3,2,2/chain-groups", (1.0, 1.0, 0), 4
     prompt = LONG_PROMPT if family == "gemma3" else PROMPT
-    bita, accepting = bita_counts((model, adapter), spec, settings, ngram_tokens, prompt)
-    result = homogeneity(bita, ar_counter(model, prompt)(settings))
+    bita, accepting = bita_counts((runtime, adapter), spec, settings, ngram_tokens, prompt)
+    result = homogeneity(bita, ar_counter(runtime, prompt)(settings))
     print(f"{family} bf16: {result}")
     assert accepting > 0.1
     assert result.p_value > ALPHA and result.cells >= 20
@@ -253,17 +255,17 @@ def test_bita_in_bf16_samples_the_ar_distribution(half_drafting):
 
 def test_sampled_bita_with_corpus_chains_emits_the_tokens_of_sampled_ar(drafting):
     """Every draft source at once: mask drafts, n-gram chains and a corpus of the model's own sampled answers."""
-    model, adapter = drafting
-    answers = [emitted(ar_steps(model, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
+    runtime, adapter = drafting
+    answers = [emitted(ar_steps(runtime, PROMPT, StopCondition(12), Sampling(1.0, seed=seed))) for seed in range(50)]
     corpus = CorpusIndex.build([PROMPT + answer for answer in answers])
-    runs, differ, accepting = identity_runs(model, adapter, "efficient:3,2,2", corpus=corpus)
+    runs, differ, accepting = identity_runs(runtime, adapter, "efficient:3,2,2", corpus=corpus)
     assert differ == 0 and accepting > 0.1
 
 
 @pytest.mark.parametrize("coupling", [fresh_per_pass, fresh_per_node])
 def test_a_wrong_coupling_fails_the_identity(drafting, coupling):
-    model, adapter = drafting
-    runs, differ, _ = identity_runs(model, adapter, "efficient:3,2,2", coupling)
+    runtime, adapter = drafting
+    runs, differ, _ = identity_runs(runtime, adapter, "efficient:3,2,2", coupling)
     print(f"{coupling.__name__}: {runs - differ}/{runs} identical")
     assert differ > runs / 2
 
@@ -271,23 +273,23 @@ def test_a_wrong_coupling_fails_the_identity(drafting, coupling):
 @pytest.mark.parametrize("settings", [dict(temperature=1.0), dict(temperature=0.7, top_k=20, top_p=0.9)])
 def test_ar_loop_draws_what_hf_generate_draws(settings):
     """Same seed, same tokens: our warping and drawing are HF's (on the CPU)."""
-    model = tiny_model("llama")
+    runtime = runtime_of(tiny_model("llama"))
     for seed, prompt in enumerate(random_prompts(3, seed=5)):
         sampling = Sampling(**settings, seed=seed)
-        assert emitted(ar_steps(model, prompt, StopCondition(24), sampling)) == hf_generate(model, prompt, 24, [],
-                                                                                           sampling=sampling)
-        assert hf_generate(model, prompt, 24, [], prompt_lookup_tokens=4, sampling=sampling)  # HF allows it
+        assert emitted(ar_steps(runtime, prompt, StopCondition(24), sampling)) == hf_generate(
+            runtime.model, prompt, 24, [], sampling=sampling)
+        assert hf_generate(runtime.model, prompt, 24, [], prompt_lookup_tokens=4, sampling=sampling)  # HF allows it
 
 
 def test_same_seed_reproduces_and_other_seeds_differ(drafting):
-    model, adapter = drafting
+    runtime, adapter = drafting
     tree = parse_tree_spec("efficient:3,2,2")
 
     def bita(seed):
-        return emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(24), sampling=Sampling(1.0, seed=seed)))
+        return emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(24), sampling=Sampling(1.0, seed=seed)))
 
     def ar(seed):
-        return emitted(ar_steps(model, PROMPT, StopCondition(24), Sampling(1.0, seed=seed)))
+        return emitted(ar_steps(runtime, PROMPT, StopCondition(24), Sampling(1.0, seed=seed)))
 
     for run in (bita, ar):
         assert run(3) == run(3)
@@ -296,11 +298,11 @@ def test_same_seed_reproduces_and_other_seeds_differ(drafting):
 
 def test_interleaved_requests_do_not_share_random_state(drafting):
     """Two streams advanced pass by pass in turn (two app users) give what each gives alone."""
-    model, adapter = drafting
+    runtime, adapter = drafting
     tree = parse_tree_spec("chain:1")
 
     def stream(seed):
-        return bita_steps(model, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(1.0, seed=seed))
+        return bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(1.0, seed=seed))
 
     alone = [emitted(stream(seed)) for seed in (11, 12)]
     together = [[], []]
@@ -312,8 +314,8 @@ def test_interleaved_requests_do_not_share_random_state(drafting):
 
 
 def test_greedy_is_unchanged_when_sampling_is_greedy(drafting):
-    model, adapter = drafting
+    runtime, adapter = drafting
     tree = parse_tree_spec("full:2,2,2")
-    greedy = emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(20)))
-    assert emitted(bita_steps(model, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(0.0))) == greedy
-    assert greedy == hf_generate(model, PROMPT, 20, [])
+    greedy = emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20)))
+    assert emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(0.0))) == greedy
+    assert greedy == hf_generate(runtime.model, PROMPT, 20, [])

@@ -17,8 +17,9 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.errors import BitaError
 from bita.model.adapter import BitaAdapter
-from bita.model.adapter_files import (ACCEPTANCE_NAME, CARD_NAME, CONFIG_NAME, LEGACY_CONFIG_NAME,
-                                      LEGACY_WEIGHTS_NAME, WEIGHTS_NAME)
+from bita.model.adapter_files import (ACCEPTANCE_NAME, CARD_NAME, CONFIG_NAME, LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME,
+                                      WEIGHTS_NAME)
+from bita.runtime.runtime import runtime_of
 
 
 def test_parameter_shapes_follow_the_model(tiny):
@@ -148,7 +149,7 @@ def hub_cache(root, repo_id: str, folder) -> None:
 
 
 def drafts_of(model, adapter) -> list:
-    steps = bita_steps(model, adapter, [5, 9, 13, 7, 5, 9], parse_tree_spec("efficient:3,2,1"), StopCondition(12))
+    steps = bita_steps(runtime_of(model), adapter, [5, 9, 13, 7, 5, 9], parse_tree_spec("efficient:3,2,1"), StopCondition(12))
     return [(r.emitted, r.next_drafts) for r in steps]
 
 

@@ -3,7 +3,6 @@
 from collections import Counter
 
 import pytest
-import torch
 
 from bita.model.rank_stats import MISS
 from bita.plan.autotree import CostTable, candidate_trees, choose_tree
@@ -57,14 +56,14 @@ def test_cost_table_is_measured_once_then_read_from_disk_unless_a_probe_disagree
     from bita.drafts.tree import parse_tree_spec
     from bita.model.adapter import BitaAdapter
     from bita.model.loading import LoadedModel
-    from bita.plan import autotree
     from bita.plan.autotree import PROBE_TREE, REFERENCE_TREES, CostTable, cost_table, probe_disagrees
+    from bita.runtime import measured
+    from bita.runtime.runtime import runtime_of
 
     model = tiny_model("llama")
-    loaded = LoadedModel(model, None, "tiny-llama", torch.device("cpu"))
+    loaded = LoadedModel(model, None, "tiny-llama", runtime_of(model))
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3)
     path = tmp_path / "costs.json"
-    monkeypatch.setattr(autotree, "_probed", set())
     table = cost_table(loaded, adapter, path, context=40, repeats=2)
     expected_rows = {1} | {decode_layout(parse_tree_spec(s), parse_tree_spec(s).depth).rows for s in REFERENCE_TREES}
     assert [rows for rows, _ in table.points] == sorted(expected_rows)
@@ -73,7 +72,7 @@ def test_cost_table_is_measured_once_then_read_from_disk_unless_a_probe_disagree
     assert all(low <= seconds <= high for (_, seconds), (_, low, high) in zip(table.points, table.spread))
     path.write_text(path.read_text().replace(str(table.ar), "123.0"))  # a re-measure would not give 123 s
     assert cost_table(loaded, adapter, path).ar == 123.0  # probed once per process: this one timed it
-    monkeypatch.setattr(autotree, "_probed", set())  # a new process: its probe finds the AR pass wrong
+    monkeypatch.setattr(measured, "_checked", set())  # a new process: its probe finds the AR pass wrong
     assert cost_table(loaded, adapter, path).ar < 123.0 and "123.0" not in path.read_text()
     rows = parse_tree_spec(PROBE_TREE)
     rows = decode_layout(rows, rows.depth).rows
@@ -84,10 +83,44 @@ def test_cost_table_is_measured_once_then_read_from_disk_unless_a_probe_disagree
     assert "AR pass 10.0 ms cached, 20.0 ms now" in probe_disagrees(steady, probe(0.020, 0.040))
 
 
+def test_the_pass_cost_table_is_found_again_after_the_dtype_choice_is_re_timed(tmp_path, monkeypatch):
+    """The table is keyed by the runtime's key, which holds no timing: a dtype choice timed again (its cached
+    entry gone) describes itself with other milliseconds, and the table measured before is read, not timed again."""
+    from conftest import tiny_model
+
+    from bita.model.adapter import BitaAdapter
+    from bita.model.loading import LoadedModel
+    from bita.plan import autotree
+    from bita.plan.autotree import cost_table
+    from bita.runtime import precision
+    from bita.runtime.build import PRECISION_FILE, make_runtime
+    from bita.runtime.measured import read_table, write_table
+
+    monkeypatch.setattr(precision, "bf16_hardware", lambda: True)  # a dtype choice that times, on every CPU
+    timings = iter([{"1 rows": 10.0, "8 rows": 12.0}, {"1 rows": 8.0, "8 rows": 9.0},  # float32, bfloat16
+                    {"1 rows": 11.0, "8 rows": 13.0}, {"1 rows": 7.0, "8 rows": 8.5}])  # timed again
+    monkeypatch.setattr(precision, "pass_milliseconds", lambda runtime: next(timings))
+    first = make_runtime(tiny_model("llama"), "auto", True, "", tmp_path)
+    adapter = BitaAdapter.create(first.model, prompt_tokens=4, mask_tokens=3)
+    costs = tmp_path / "costs.json"
+    table = cost_table(LoadedModel(first.model, None, "tiny", first), adapter, costs, context=40, repeats=2)
+    probes = read_table(tmp_path / PRECISION_FILE)
+    write_table(tmp_path / PRECISION_FILE, {k: v for k, v in probes.items() if not k.startswith("dtype-choice")})
+    second = make_runtime(tiny_model("llama"), "auto", True, "", tmp_path)
+    assert "12.0" in first.describe() and "13.0" in second.describe() and second.key == first.key
+
+    def timed_again(*args, **kwargs):
+        raise AssertionError("the pass costs were timed again")
+
+    monkeypatch.setattr(autotree, "measure_pass_costs", timed_again)
+    assert cost_table(LoadedModel(second.model, None, "tiny", second), adapter, costs) == table
+
+
 def test_a_padded_table_prices_a_pass_at_its_row_bucket():
     """With CUDA graphs a pass of R rows replays its bucket's graph: the cost steps at the buckets."""
     points = [(1, 0.010), (8, 0.012), (16, 0.016), (128, 0.040)]
-    padded, linear = CostTable("gpu", 0.010, points, padded=True), CostTable("cpu", 0.010, points)
+    buckets = (1, 2, 4, 8, 16, 32, 64, 128)
+    padded, linear = CostTable("gpu", 0.010, points, buckets=buckets), CostTable("cpu", 0.010, points)
     assert padded.seconds(5) == padded.seconds(8) == 0.012 and padded.seconds(9) == 0.016
     assert linear.seconds(5) < 0.012 and padded.seconds(200) == linear.seconds(200)
     assert padded.seconds(32) == pytest.approx(linear.seconds(32))  # an unmeasured bucket: interpolated

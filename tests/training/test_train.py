@@ -13,14 +13,14 @@ from conftest import random_prompts, tiny_model
 
 import bita.training.train
 from bita.decode.hf_reference import hf_generate
-from bita.errors import BitaError
 from bita.drafts.tree import parse_tree_spec
+from bita.errors import BitaError
 from bita.model.adapter import BitaAdapter
 from bita.model.rank_stats import SAMPLE_RANKS, stored_ranks
+from bita.model.samples import read_samples
 from bita.model.target_stats import TARGET_DEPTHS, TARGET_PASSES
 from bita.plan.acceptance import forecast
 from bita.plan.dynamic_plan import dynamic_shape, forecast_passes, stored_passes, stored_reliability
-from bita.model.samples import read_samples
 from bita.training.objective import SarObjective, make_batch
 from bita.training.train import TrainConfig, train
 

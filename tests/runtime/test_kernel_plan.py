@@ -1,4 +1,4 @@
-"""The kernel plan: row buckets, the choice of the fastest path, and the cache on disk (no model)."""
+"""The kernel plan: the choice of the fastest path, and the cache on disk (no model)."""
 
 import json
 
@@ -6,15 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from bita.model import kernel_plan
-from bita.model.kernel_plan import (
+from bita.runtime import kernel_plan, measured
+from bita.runtime.kernel_plan import (
     PACKED,
     PATHS,
-    ROW_BUCKETS,
     STOCK,
+    TIMED_ROWS,
     TRANSPOSED,
     KernelPlan,
-    bucket_of,
     cached_plan,
     measure_plan,
     pack,
@@ -23,14 +22,18 @@ from bita.model.kernel_plan import (
 )
 
 
-def test_a_pass_takes_the_first_bucket_that_holds_its_rows():
-    assert [ROW_BUCKETS[bucket_of(rows)] for rows in (1, 2, 3, 8, 9, 128, 129, 5000)] == \
-        [1, 2, 4, 8, 16, 128, 128, 128]
+def test_the_plan_says_what_runs():
+    assert KernelPlan(TRANSPOSED, PACKED).describe() == "layers transposed, head packed"
 
 
-def test_the_plan_says_what_runs_where():
-    plan = KernelPlan((STOCK,) + (TRANSPOSED,) * 6 + (STOCK,), (PACKED,) * len(ROW_BUCKETS))
-    assert plan.describe() == "layers: 1 stock, 2-64 transposed, 128 stock; head: packed"
+def test_a_plan_of_the_format_before_is_read_and_a_mixed_one_refused():
+    """v2 entries stored the one path once per row bucket: read as that path; a list mixing paths (from
+    before v2) or naming no known path is unreadable, so measured again."""
+    assert KernelPlan.from_entry({"layers": [PACKED] * 8, "head": [STOCK] * 8}) == KernelPlan(PACKED, STOCK)
+    assert KernelPlan.from_entry({"layers": TRANSPOSED, "head": PACKED}) == KernelPlan(TRANSPOSED, PACKED)
+    for wrong in ({"layers": [STOCK, PACKED], "head": [STOCK]}, {"layers": "fast", "head": STOCK}, {"layers": STOCK}):
+        with pytest.raises((ValueError, KeyError)):
+            KernelPlan.from_entry(wrong)
 
 
 def test_another_path_replaces_stock_only_when_clearly_faster():
@@ -75,52 +78,58 @@ def small_stack():
     return [nn.Linear(32, 64), nn.Linear(64, 32, bias=False)], nn.Linear(32, 100)
 
 
-def test_measuring_gives_one_path_for_every_bucket():
+def test_measuring_gives_one_path_for_the_layers_and_one_for_the_head():
     """One path per linear whatever the row count: a row's result must not depend on how many rows
     share its pass (docs/method.md)."""
     layers, head = small_stack()
     plan = measure_plan(layers, head, (STOCK, TRANSPOSED))
-    assert len(plan.layers) == len(plan.head) == len(ROW_BUCKETS)
-    assert len(set(plan.layers)) == len(set(plan.head)) == 1 and set(plan.layers) | set(plan.head) <= {STOCK, TRANSPOSED}
+    assert {plan.layers, plan.head} <= {STOCK, TRANSPOSED}
+
+
+def times_table(seconds) -> list[dict[str, float]]:
+    return [seconds(rows) for rows in TIMED_ROWS]
 
 
 def test_the_one_path_is_the_fastest_over_a_decoding_passs_row_counts():
-    """Summed over DECODE_BUCKETS: a path fast at one row count only loses to one fast at all of them."""
-    table = [{STOCK: 1.0, PACKED: 0.5 if rows == 2 else 2.0} for rows in ROW_BUCKETS]
-    assert kernel_plan.plan_from({"layers": table, "head": table}).layers == (STOCK,) * len(ROW_BUCKETS)
-    table = [{STOCK: 1.0, PACKED: 0.8} for _ in ROW_BUCKETS]
-    assert kernel_plan.plan_from({"layers": table, "head": [{}] * len(ROW_BUCKETS)}) == KernelPlan(
-        (PACKED,) * len(ROW_BUCKETS), (STOCK,) * len(ROW_BUCKETS))
+    """Summed over DECODE_ROWS: a path fast at one row count only loses to one fast at all of them."""
+    table = times_table(lambda rows: {STOCK: 1.0, PACKED: 0.5 if rows == 4 else 2.0})
+    assert kernel_plan.plan_from({"rows": list(TIMED_ROWS), "layers": table, "head": table}).layers == STOCK
+    table = times_table(lambda rows: {STOCK: 1.0, PACKED: 0.8})
+    assert kernel_plan.plan_from({"rows": list(TIMED_ROWS), "layers": table,
+                                  "head": times_table(lambda rows: {})}) == KernelPlan(PACKED, STOCK)
 
 
-def test_a_plan_is_measured_once_then_read_and_a_corrupt_file_is_measured_again(tmp_path, monkeypatch):
+def test_a_plan_is_measured_once_then_read_and_a_corrupt_file_is_measured_again(tmp_path, monkeypatch, caplog):
     layers, head = small_stack()
     path = tmp_path / "plans.json"
     timed = []
     times = kernel_plan.kernel_times
-    monkeypatch.setattr(kernel_plan, "_probed", set())
+    monkeypatch.setattr(measured, "_checked", set())
     monkeypatch.setattr(kernel_plan, "kernel_times", lambda *args: timed.append(args[3:]) or times(*args))
-    first = cached_plan(path, layers, head)
+    with caplog.at_level("INFO"):
+        first = cached_plan(path, layers, head)
+    assert "no cached kernel plan for this machine" in caplog.text
     stored = list(json.loads(path.read_text()).values())[0]
-    assert timed == [()] and (stored["layers"], stored["head"]) == (list(first.layers), list(first.head))
-    assert len(stored["seconds"]["layers"]) == len(ROW_BUCKETS)  # the times it was chosen from
+    assert timed == [()] and (stored["layers"], stored["head"]) == (first.layers, first.head)
+    assert stored["seconds"]["rows"] == list(TIMED_ROWS)  # the times it was chosen from
     assert cached_plan(path, layers, head) == first and timed == [()]  # read, not timed again (nor probed: done)
     path.write_text("{not json")
-    again = cached_plan(path, layers, head)  # timings vary: the plan may differ
-    assert len(again.layers) == len(ROW_BUCKETS) and timed == [(), ()] and json.loads(path.read_text())
+    cached_plan(path, layers, head)  # timings vary: the plan may differ
+    assert timed == [(), ()] and json.loads(path.read_text())
 
 
 def probe_times(stock: float, packed: float) -> dict:
-    return {name: [{STOCK: stock, TRANSPOSED: 9.0, PACKED: packed}] * len(kernel_plan.PROBE_BUCKETS)
-            for name in ("layers", "head")}
+    rows = list(kernel_plan.PROBE_ROWS)
+    return {"rows": rows, **{name: [{STOCK: stock, TRANSPOSED: 9.0, PACKED: packed}] * len(rows)
+                             for name in ("layers", "head")}}
 
 
 def test_a_probe_flags_a_plan_path_clearly_slower_than_another_now():
-    packed = KernelPlan((PACKED,) * len(ROW_BUCKETS), (PACKED,) * len(ROW_BUCKETS))
+    packed = KernelPlan(PACKED, PACKED)
     assert kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.1)) is None  # within the margin
     found = kernel_plan.probe_disagrees(packed, probe_times(stock=1.0, packed=1.3))
-    assert found == "layers at 2 + 8 rows: the plan's packed 2600.0 ms, stock 2000.0 ms now"
-    missing = {"layers": [{STOCK: 1.0, TRANSPOSED: 2.0}] * 2, "head": [{}] * 2}
+    assert found == "layers at 1 + 8 rows: the plan's packed 2600.0 ms, stock 2000.0 ms now"
+    missing = {"rows": [1, 8], "layers": [{STOCK: 1.0, TRANSPOSED: 2.0}] * 2, "head": [{}] * 2}
     assert "not available" in kernel_plan.probe_disagrees(packed, missing)
 
 
@@ -128,20 +137,20 @@ def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagre
     layers, head = small_stack()
     path = tmp_path / "plans.json"
     key = kernel_plan.plan_key(layers, head)
-    timed_under_load = KernelPlan((TRANSPOSED,) * len(ROW_BUCKETS), (TRANSPOSED,) * len(ROW_BUCKETS))
-    path.write_text(json.dumps({key: {"layers": list(timed_under_load.layers), "head": list(timed_under_load.head)}}))
+    path.write_text(json.dumps({key: {"layers": [TRANSPOSED] * 8, "head": [TRANSPOSED] * 8}}))  # v2, timed under load
     calls = []
 
-    def fake_times(layers, head, paths=PATHS, buckets=ROW_BUCKETS, repeats=5):  # stock clearly fastest now
-        calls.append(tuple(buckets))
-        return {name: [{STOCK: 1.0, TRANSPOSED: 2.0, PACKED: 3.0}] * len(buckets) for name in ("layers", "head")}
+    def fake_times(layers, head, paths=PATHS, rows=TIMED_ROWS, repeats=5):  # stock clearly fastest now
+        calls.append(tuple(rows))
+        return {"rows": list(rows), **{name: [{STOCK: 1.0, TRANSPOSED: 2.0, PACKED: 3.0}] * len(rows)
+                                       for name in ("layers", "head")}}
 
     monkeypatch.setattr(kernel_plan, "kernel_times", fake_times)
-    monkeypatch.setattr(kernel_plan, "_probed", set())
+    monkeypatch.setattr(measured, "_checked", set())
     plan = cached_plan(path, layers, head)
-    assert calls == [kernel_plan.PROBE_BUCKETS, ROW_BUCKETS] and set(plan.layers) == set(plan.head) == {STOCK}
-    assert "disagrees with a probe now (layers at 2 + 8 rows: the plan's transposed 4000.0 ms" in caplog.text
-    assert json.loads(path.read_text())[key]["layers"] == [STOCK] * len(ROW_BUCKETS)
-    monkeypatch.setattr(kernel_plan, "_probed", set())  # a new process: the re-timed plan agrees with a probe
-    assert cached_plan(path, layers, head) == plan and calls[2:] == [kernel_plan.PROBE_BUCKETS]
+    assert calls == [kernel_plan.PROBE_ROWS, TIMED_ROWS] and plan == KernelPlan(STOCK, STOCK)
+    assert "disagrees with the cached kernel plan now (layers at 1 + 8 rows: the plan's transposed 4000.0 ms" in caplog.text
+    assert json.loads(path.read_text())[key]["layers"] == STOCK
+    monkeypatch.setattr(measured, "_checked", set())  # a new process: the re-timed plan agrees with a probe
+    assert cached_plan(path, layers, head) == plan and calls[2:] == [kernel_plan.PROBE_ROWS]
     assert cached_plan(path, layers, head) == plan and len(calls) == 3  # once a process

@@ -6,31 +6,26 @@ it does for these architectures, gpt-fast style: QKV and gate/up fused once, RMS
 written out in transformers' order of operations, keys and values written in place into a
 ``StaticKV`` (no concatenation, no crop; its buffers pooled across requests), SDPA with
 ``enable_gqa`` under a boolean mask (on CUDA the query groups folded into rows instead), and each
-linear on the path the machine's kernel plan chose for the pass's rows (kernel_plan.py).
+linear on the one path the machine's kernel plan chose (kernel_plan.py); a pass's token rows attend by
+``exact_attention``, so that a row computes the same bits whatever else its pass holds.
 
-``attach_lean`` puts it on a model that supports it (``lean_unsupported`` says why not); the
-decode loop then runs its passes here (bita/decode/step.py, autoregressive.py); on a CUDA device
-at padded row buckets replayed as CUDA graphs (padded.py). Every other architecture and quantised
-layers keep transformers' path. HF ``generate`` always runs transformers' code.
+A runtime (runtime.py, chosen at load by build.py) runs its passes here where ``lean_unsupported`` finds
+nothing against it: on a CPU as they come, on a CUDA device at padded row buckets replayed as CUDA
+graphs (padded.py). Every other architecture and quantised layers keep transformers' path
+(transformers_forward.py). HF ``generate`` always runs transformers' code.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .exact_attention import ExactLayout, exact_attention, exact_layout, exact_rows
-from .kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, bucket_of, pack, row_floor, run_path
-from .padded import PaddedLean, compare_with_transformers
+from .exact_attention import ExactLayout, exact_attention, exact_layout
+from .kernel_plan import STOCK, KernelPlan, PlannedLinear
 from .static_kv import CachePool, StaticKV
-
-# On a GPU, the largest relative L2 difference of a row's hidden state from transformers' that
-# attach_lean accepts (with the same argmax on every row) before it replays CUDA graphs: in fp32, in bf16/fp16
-FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
 
 LEAN_TYPES = ("llama", "mistral", "qwen2")
 ROTARY_BLOCK = 256  # the rotary table grows by whole blocks of positions
@@ -58,37 +53,32 @@ def lean_unsupported(model: nn.Module) -> str | None:
     return None
 
 
-class FusedLinear:
-    """Linears sharing an input, concatenated once: weight [sum out, in] and its copies for the plan.
-    The modules' own weights become views of the concatenation, so the model holds each weight once
-    (transformers' path, HF generate, reads the same storage)."""
+class FusedLinear(PlannedLinear):
+    """Linears sharing an input, concatenated once: weight [sum out, in] on the plan's path (x [R, in] ->
+    [R, sum out]). The modules' own weights become views of the concatenation, so the model holds each
+    weight once (transformers' path, HF generate, reads the same storage)."""
 
-    def __init__(self, modules: list[nn.Linear]):
+    def __init__(self, modules: list[nn.Linear], path: str):
         weights = [m.weight.detach() for m in modules]
-        self.weight = torch.cat(weights) if len(weights) > 1 else weights[0]
+        weight = torch.cat(weights) if len(weights) > 1 else weights[0]
         offset = 0
         for module in modules:
             rows = module.weight.shape[0]
-            module.weight.data = self.weight[offset:offset + rows]
+            module.weight.data = weight[offset:offset + rows]
             offset += rows
         biases = [m.bias for m in modules]
-        self.bias = torch.cat(biases).detach() if all(b is not None for b in biases) else None
-        self.paths = vars(modules[0]).get("bita_paths", (STOCK,) * len(ROW_BUCKETS))
-        self.transposed = self.weight.t().contiguous() if TRANSPOSED in self.paths else None
-        self.packed = pack(self.weight) if PACKED in self.paths else None
-        self.floor = row_floor(self.paths[0], self.weight, self.bias, self.transposed, self.packed) \
-            if self.weight.device.type == "cpu" else 1
-
-    def __call__(self, x: torch.Tensor, bucket: int) -> torch.Tensor:
-        """x [R, in] -> [R, sum out] on the path planned for the pass's row bucket (a lone row padded
-        to the path's floor on this weight, kernel_plan.row_floor)."""
-        return run_path(self.paths[bucket], x, self.weight, self.bias, self.transposed, self.packed, self.floor)
+        super().__init__(weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None, path)
 
 
 class LeanLlama:
-    """The decoder stack of a Llama-family ``model`` (embedding and LM head stay the model's)."""
+    """The decoder stack of a Llama-family ``model`` (embedding and LM head stay the model's), its linears
+    on ``plan``'s layer path (None: STOCK)."""
 
-    def __init__(self, model: nn.Module):
+    kind = "lean"
+    buckets = ()  # every pass runs its own rows
+    exact_rows = True  # a pass's token rows attend by exact_attention
+
+    def __init__(self, model: nn.Module, plan: KernelPlan | None = None):
         config = model.config
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -96,22 +86,28 @@ class LeanLlama:
         self.inv_freq = model.model.rotary_emb.inv_freq
         self.cos = self.sin = torch.empty(0, 2 * len(self.inv_freq))
         self.max_positions = config.max_position_embeddings
+        path = plan.layers if plan is not None else STOCK
         self.layers = []
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
             self.layers.append((layer.input_layernorm.weight,
-                                FusedLinear([attention.q_proj, attention.k_proj, attention.v_proj]),
-                                FusedLinear([attention.o_proj]), layer.post_attention_layernorm.weight,
-                                FusedLinear([mlp.gate_proj, mlp.up_proj]), FusedLinear([mlp.down_proj])))
+                                FusedLinear([attention.q_proj, attention.k_proj, attention.v_proj], path),
+                                FusedLinear([attention.o_proj], path), layer.post_attention_layernorm.weight,
+                                FusedLinear([mlp.gate_proj, mlp.up_proj], path), FusedLinear([mlp.down_proj], path)))
         self.norm = model.model.norm.weight
         self.dtype, self.device = self.norm.dtype, self.norm.device
         self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
                                                  self.device))
 
-    def new_cache(self, rows: int = 0) -> StaticKV:
-        """An empty cache with room for ``rows`` slots, from this forward's pool (``release`` it after)."""
+    def describe(self) -> str:
+        return "lean forward, static KV cache"
+
+    def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
+        """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,
+        P, head_dim]) in its first P slots, with room for ``rows`` slots past them (``release`` it after)."""
         cache = self.caches.take()
-        cache.reserve(rows)
+        cache.reserve(rows + (prompts[0][0].shape[2] if prompts else 0))
+        cache.hold_prompts(list(prompts))
         return cache
 
     def release(self, cache: StaticKV) -> None:
@@ -146,27 +142,24 @@ class LeanLlama:
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
     @torch.inference_mode()
-    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
-                allowed: torch.Tensor) -> torch.Tensor:
+    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                ordinary: int) -> torch.Tensor:
         """Rows embeds [R, H] at ``positions`` [R], written at the cache's next R slots; ``allowed``
-        [R, length + R] bool: which slots each row sees. Returns final-norm hidden states [R, H].
+        [R, length + R] bool: which slots each row sees; the first ``ordinary`` rows are tokens, the rest
+        mask rows. Returns final-norm hidden states [R, H].
 
-        Row-invariant (exact_attention.py): the rows that see none of the cache's first ``cache.base``
-        slots (the adapter's prompt slots: every row but a mask row) and see the context's first slot
-        attend by ``exact_attention``, the others by SDPA; a linear pads a pass of fewer rows than its
-        kernel's floor (kernel_plan.row_floor)."""
+        Row-invariant (exact_attention.py): the token rows attend by ``exact_attention``, the mask rows by
+        SDPA; a linear pads a pass of fewer rows than its kernel's floor (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
-        rows_exact = exact_rows(allowed, cache.base)
-        exact = exact_layout(allowed, rows_exact, cache.base, self.heads // self.kv_heads, self.device) \
-            if len(rows_exact) else None
+        exact = exact_layout(allowed, ordinary, cache.base, self.heads // self.kv_heads, self.device) \
+            if ordinary else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
-        hidden = self.run_layers(embeds, positions, allowed, bucket_of(rows), cache.append, exact=exact,
-                                 buffers=cache.buffers)
+        hidden = self.run_layers(embeds, positions, allowed, cache.append, exact=exact, buffers=cache.buffers)
         cache.advance(rows)
         return hidden
 
-    def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, bucket: int,
+    def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
                    fold_groups: bool = False, exact: ExactLayout | None = None,
                    buffers: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
@@ -188,7 +181,7 @@ class LeanLlama:
         mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
-            q, k, v = qkv(self.rms(x, norm_in), bucket).split([q_size, kv_size, kv_size], -1)
+            q, k, v = qkv(self.rms(x, norm_in)).split([q_size, kv_size, kv_size], -1)
             q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin)  # [R, heads, d]
             k = self.rotate(k.view(rows, self.kv_heads, self.head_dim), cos, sin).transpose(0, 1)[None]
             keys, values = write(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
@@ -202,55 +195,20 @@ class LeanLlama:
             else:
                 attended = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
                                                           enable_gqa=True)[0].transpose(0, 1)
-            x = x + out(attended.reshape(rows, q_size), bucket)
-            gate, up = gate_up(self.rms(x, norm_post), bucket).chunk(2, -1)
-            x = x + down(F.silu(gate) * up, bucket)
+            x = x + out(attended.reshape(rows, q_size))
+            gate, up = gate_up(self.rms(x, norm_post)).chunk(2, -1)
+            x = x + down(F.silu(gate) * up)
         return self.rms(x, self.norm)
-
 
     @staticmethod
     def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, exact: ExactLayout,
                      buffers: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """q [R, heads, d]: ``exact.rows`` by exact_attention over the whole ``buffers``, the other rows
-        by SDPA over the valid keys, values [1, kv_heads, K, d] under ``exact.others_allowed``.
-        Returns [R, heads, d]."""
-        count = len(exact.rows)
+        """q [R, heads, d]: the first ``exact.count`` rows by exact_attention over the whole ``buffers``, the
+        other rows (mask rows) by SDPA over the valid keys, values [1, kv_heads, K, d] under
+        ``exact.others_allowed``. Returns [R, heads, d]."""
+        count = exact.count
         if count == q.shape[0]:
             return exact_attention(q, *buffers, exact)
-        if exact.leading:  # the ordinary rows first, then the mask rows: slices, no gathers
-            return torch.cat([exact_attention(q[:count], *buffers, exact), F.scaled_dot_product_attention(
-                q[count:].transpose(0, 1)[None], keys, values, attn_mask=exact.others_allowed,
-                enable_gqa=True)[0].transpose(0, 1)])
-        attended = torch.empty_like(q)
-        attended[exact.rows] = exact_attention(q[exact.rows], *buffers, exact)
-        attended[exact.others] = F.scaled_dot_product_attention(
-            q[exact.others].transpose(0, 1)[None], keys, values, attn_mask=exact.others_allowed,
-            enable_gqa=True)[0].transpose(0, 1)
-        return attended
-
-
-def attach_lean(model: nn.Module) -> str | None:
-    """Put the lean forward on ``model`` where it can run it (after ``apply_kernels``, so it takes the
-    plan's paths) and say what runs: on a CPU a LeanLlama; on a CUDA device the same at padded row
-    buckets replayed as CUDA graphs (padded.py), once one pass agreed with transformers'. None: not attached."""
-    if lean_unsupported(model) is not None:
-        return None
-    lean = LeanLlama(model)
-    if lean.device.type == "cpu":
-        model.bita_lean = lean
-        return "lean forward, static KV cache"
-    graphed = PaddedLean(lean, graphs=True)
-    agreement = compare_with_transformers(model, graphed)
-    tolerance = FP32_TOLERANCE if lean.dtype == torch.float32 else HALF_TOLERANCE
-    if not agreement.within(tolerance):
-        warnings.warn(f"the lean forward's CUDA-graph passes disagree with transformers' forward (worst row: relative "
-                      f"L2 {agreement.worst_relative_l2:.2e} against {tolerance:.0e}; argmax differs on "
-                      f"{agreement.top1_differs} of {agreement.rows} rows): decoding runs transformers' path, slower",
-                      stacklevel=2)
-        return None
-    model.bita_lean = graphed
-    return "lean forward, static KV cache, CUDA graphs per row bucket"
-
-
-def lean_of(model: nn.Module) -> LeanLlama | PaddedLean | None:
-    return vars(model).get("bita_lean")
+        return torch.cat([exact_attention(q[:count], *buffers, exact), F.scaled_dot_product_attention(
+            q[count:].transpose(0, 1)[None], keys, values, attn_mask=exact.others_allowed,
+            enable_gqa=True)[0].transpose(0, 1)])

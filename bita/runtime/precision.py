@@ -1,16 +1,15 @@
 """Which dtype a CPU model runs in, and whether its passes are proved row-invariant there.
 
-``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does:
-the model's AR pass and an 8-row tree-sized pass (rows.py) are timed in float32 and in bfloat16, the
-bf16 passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds
-and it is faster; elsewhere float32. The choice and each probe are cached by machine, torch version,
+``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does: the
+model's AR pass and an 8-row tree-sized pass are timed on its runtime in float32 and in bfloat16, the bf16
+passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds and it is
+faster; elsewhere float32. The choice and each probe are cached (measured.py) by machine, torch version,
 dtype and model shapes, like the kernel plans.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -20,10 +19,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .rows import cache_with, forward_rows, release_cache
 from .device import cpu_info, describe_cpu
 from .invariance import Invariance, probe_row_invariance
-from .json_table import write_table
+from .measured import measured
+from .runtime import Runtime
 
 INVARIANCE_VERSION = "v3"  # v2: linears padded to their measured row floor; v3: transformers' path probed too
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
@@ -46,35 +45,21 @@ def model_key(model: nn.Module, what: str) -> str:
     return "|".join([what, describe_cpu(), torch.__version__, str(dtype), str(shapes), INVARIANCE_VERSION])
 
 
-def cached(path: Path | None, key: str, compute: Callable[[], dict]) -> dict:
-    """``compute()``'s JSON-able result, stored under ``key`` in the JSON file ``path`` (None: not kept)."""
-    try:
-        table = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-    except (OSError, ValueError):
-        table = {}
-    if key in table:
-        return table[key]
-    table[key] = result = compute()
-    if path is not None:
-        write_table(path, table)
-    return result
-
-
-def checked_invariance(model: nn.Module, path: Path | None) -> Invariance:
-    """The row-invariance probe of ``model``, cached in ``path``."""
-    found = cached(path, model_key(model, "row-invariance"), lambda: asdict(probe_row_invariance(model)))
-    return Invariance(**found)
+def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
+    """The row-invariance probe of ``runtime``'s passes, cached in the JSON table ``path``."""
+    return measured(path, model_key(runtime.model, "row-invariance"), "row-invariance probe",
+                    lambda: asdict(probe_row_invariance(runtime)), lambda entry: Invariance(**entry))
 
 
 @torch.inference_mode()
-def pass_milliseconds(model: nn.Module) -> dict[str, float]:
-    """Median ms of ``model``'s AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens (rows.py)."""
-    embed = model.get_input_embeddings()
+def pass_milliseconds(runtime: Runtime) -> dict[str, float]:
+    """Median ms of an AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens on ``runtime``."""
+    embed = runtime.model.get_input_embeddings()
     tokens = torch.arange(3, 3 + TIMED_CONTEXT + TIMED_ROWS) % embed.weight.shape[0]
-    cache = cache_with(model, [], len(tokens))
+    cache = runtime.new_cache(rows=len(tokens))
     try:
-        forward_rows(model, cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
-                     torch.ones(TIMED_CONTEXT, TIMED_CONTEXT, dtype=torch.bool).tril())
+        runtime.run(cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
+                    torch.ones(TIMED_CONTEXT, TIMED_CONTEXT, dtype=torch.bool).tril())
         times = {}
         for rows in (1, TIMED_ROWS):
             allowed = torch.ones(rows, TIMED_CONTEXT + rows, dtype=torch.bool).tril(TIMED_CONTEXT)
@@ -82,13 +67,13 @@ def pass_milliseconds(model: nn.Module) -> dict[str, float]:
             seconds = []
             for _ in range(TIMED_REPEATS + 1):
                 started = time.perf_counter()
-                forward_rows(model, cache, embeds, positions, allowed)
+                runtime.run(cache, embeds, positions, allowed)
                 seconds.append(time.perf_counter() - started)
                 cache.crop(-rows)
             times[f"{rows} rows"] = 1000 * statistics.median(seconds[1:])
         return times
     finally:
-        release_cache(model, cache)
+        runtime.release(cache)
 
 
 @dataclass(frozen=True)
@@ -99,14 +84,13 @@ class DtypeChoice:
     reason: str
 
 
-def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], nn.Module], path: Path | None
-                     ) -> tuple[nn.Module, DtypeChoice]:
-    """``model`` (float32, not yet prepared) prepared by ``prepare`` (kernels and, where it runs, the lean
-    forward attached) in the dtype ``--dtype auto`` takes (module docstring): float32, or bfloat16 where
-    measured better."""
+def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], path: Path | None
+                     ) -> tuple[Runtime, DtypeChoice]:
+    """The runtime ``prepare`` makes of ``model`` (float32, not yet prepared) in the dtype ``--dtype auto``
+    takes (module docstring): float32, or bfloat16 where measured better."""
     if not bf16_hardware():
         return prepare(model), DtypeChoice("float32", "no bf16 hardware on this CPU")
-    prepared: dict[torch.dtype, nn.Module] = {}
+    prepared: dict[torch.dtype, Runtime] = {}
 
     def measure() -> dict:
         prepared[torch.bfloat16] = half = prepare(copy.deepcopy(model).to(torch.bfloat16))
@@ -115,7 +99,7 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], nn.Module]
         return {"float32": pass_milliseconds(full), "bfloat16": pass_milliseconds(half),
                 "invariance": invariance.describe(), "invariant": invariance.holds}
 
-    found = cached(path, model_key(model, "dtype-choice"), measure)
+    found = measured(path, model_key(model, "dtype-choice"), "dtype choice", measure)
     costs = {name: sum(found[name].values()) for name in ("float32", "bfloat16")}
     timing = ", ".join(f"{name} {' / '.join(f'{ms:.1f}' for ms in found[name].values())} ms at 1 / {TIMED_ROWS} rows"
                        for name in ("float32", "bfloat16"))

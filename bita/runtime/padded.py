@@ -2,7 +2,8 @@
 
 A CUDA graph replays the kernels it recorded on the tensors it recorded, so a pass it can replay
 must have the same shapes and addresses every time. Here a pass of R rows runs as one of
-B = ``ROW_BUCKETS``' next size up: its embeddings, positions, mask and cache slots are copied into
+B = ``ROW_BUCKETS``' next size up (a pass of more rows than the last bucket, a long prompt's prefill, as
+successive passes of the last bucket's rows, each a replay): its embeddings, positions, mask and cache slots are copied into
 buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
 cache is written at a slot tensor (``StaticKV.write_at``) and attention reads the cache's whole
 buffer [capacity] under the mask, so nothing depends on the cache's length. Attention folds the
@@ -15,8 +16,7 @@ recording lands in a pass's seconds, and a buffer records each bucket once (agai
 request outgrows it, at least doubling it). Concurrent requests (the app's race) take one buffer
 each. ``capture`` is the recording seam: CUDA graphs on a CUDA device; the tests pass one that
 counts. Without graphs (a CPU) the same buffers run eagerly, which is how this path is tested on a
-CPU (tests/model/test_padded.py). Passes over the largest bucket (a long prompt's prefill) run
-unpadded and eagerly.
+CPU (tests/runtime/test_padded.py).
 
 Host work per pass: a pass's positions, cache slots and mask are written on the host into one byte
 buffer (pinned on CUDA) laid out as the device buffer the graph reads them from, and sent in one
@@ -24,22 +24,31 @@ non-blocking copy (``PassBuffers.fill``); the embeddings are a device-to-device 
 buffer is rewritten only at the next pass, after that pass's result was read back (a sync), so the
 copy has finished by then.
 
-``attach_lean`` (lean_llama.py) puts this on a model on a CUDA device after ``compare_with_transformers``
-compared a pass of every bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it
-attends only the valid slots) and runs instead.
+A runtime on a CUDA device runs this (build.py) once ``compare_with_transformers`` compared a pass of every
+bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it attends only
+the valid slots) and runs instead. Its rows attend by SDPA: it does not claim row invariance.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import DynamicCache
 
-from .kernel_plan import ROW_BUCKETS, bucket_of
+from .lean_llama import LeanLlama
 from .static_kv import StaticKV
+from .transformers_forward import TransformersForward
+
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # a pass of R rows runs as the first bucket >= R
+
+
+def bucket_of(rows: int) -> int:
+    """The rows of the bucket a pass of ``rows`` rows runs as (the last bucket's for longer passes, which
+    run as several)."""
+    return ROW_BUCKETS[min(bisect_left(ROW_BUCKETS, rows), len(ROW_BUCKETS) - 1)]
 
 
 @dataclass(frozen=True)
@@ -123,9 +132,20 @@ class PaddedLean:
     """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record each bucket's pass
     with ``capture`` (CUDA graphs by default) and replay it."""
 
-    def __init__(self, lean, graphs: bool, capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
+    exact_rows = False  # rows attend by SDPA over the whole buffer
+    buckets = ROW_BUCKETS
+
+    def __init__(self, lean: LeanLlama, graphs: bool,
+                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
         self.lean, self.graphs, self.capture = lean, graphs, capture
         self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
+
+    @property
+    def kind(self) -> str:
+        return "lean+graphs" if self.graphs else "lean+padded"
+
+    def describe(self) -> str:
+        return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} per row bucket"
 
     def grow_rotary(self, positions: int) -> None:
         """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the
@@ -134,31 +154,40 @@ class PaddedLean:
             self.retired_tables += [self.lean.cos, self.lean.sin]
             self.lean.grow_rotary(positions)
 
-    def new_cache(self, rows: int = 0) -> StaticKV:
-        """A pooled cache with room for ``rows`` slots and, with graphs, every bucket recorded on it."""
-        cache = self.lean.new_cache(rows + ROW_BUCKETS[-1])  # and a padded pass past the last row
+    def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
+        """A pooled cache holding ``prompts`` with room for ``rows`` slots past them and, with graphs, every
+        bucket recorded on it."""
+        cache = self.lean.new_cache(prompts, rows + ROW_BUCKETS[-1])  # and a padded pass past the last row
         self.grow_rotary(cache.capacity)
         if self.graphs:
-            for bucket_index, bucket in enumerate(ROW_BUCKETS):
+            for bucket in ROW_BUCKETS:
                 if bucket not in cache.recorded:
                     buffers = cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
                     positions, _, allowed = buffers.views()
                     buffers.fill(cache.length, buffers.embeds[:0], positions[:0], allowed[:0, :0])
-                    self._record(buffers, cache, bucket_index)
+                    self._record(buffers, cache)
         return cache
 
     def release(self, cache: StaticKV) -> None:
         self.lean.release(cache)
 
     @torch.inference_mode()
-    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
-                allowed: torch.Tensor) -> torch.Tensor:
-        """As LeanLlama.forward: rows embeds [R, H] at ``positions`` [R] appended to ``cache``; ``allowed``
-        [R, length + R] bool. Returns final-norm hidden states [R, H]."""
-        rows, bucket_index = embeds.shape[0], bucket_of(embeds.shape[0])
-        bucket = ROW_BUCKETS[bucket_index]
-        if rows > bucket:
-            return self.lean.forward(cache, embeds, positions, allowed)
+    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                ordinary: int = 0) -> torch.Tensor:
+        """As LeanLlama.forward (``ordinary`` unused: every row attends by SDPA): rows embeds [R, H] at
+        ``positions`` [R] appended to ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm hidden
+        states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
+        rows of a pass see only rows before them)."""
+        step, start = ROW_BUCKETS[-1], cache.length
+        return torch.cat([self._bucket_pass(cache, embeds[first:first + step], positions[first:first + step],
+                                            allowed[first:first + step, :start + first + step])
+                          for first in range(0, embeds.shape[0], step)])
+
+    def _bucket_pass(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
+                     allowed: torch.Tensor) -> torch.Tensor:
+        """A pass of at most the last bucket's rows, padded to its bucket: [R, H]."""
+        rows = embeds.shape[0]
+        bucket = bucket_of(rows)
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
         self.grow_rotary(cache.capacity)
         buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
@@ -166,27 +195,27 @@ class PaddedLean:
         if buffers.recorded is not None:
             buffers.recorded.replay()
         elif self.graphs:  # a request outgrew its buffer: recorded here, inside the pass (new_cache avoids it)
-            self._record(buffers, cache, bucket_index)
+            self._record(buffers, cache)
             buffers.recorded.replay()
         else:
-            buffers.hidden = self._run(buffers, cache, bucket_index)
+            buffers.hidden = self._run(buffers, cache)
         cache.advance(rows)
         return buffers.hidden[:rows].clone()
 
     def _buffers(self, cache: StaticKV, bucket: int) -> PassBuffers:
         return PassBuffers.make(bucket, cache.capacity, self.lean.norm.shape[0], cache.kv.dtype, cache.kv.device)
 
-    def _run(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> torch.Tensor:
+    def _run(self, buffers: PassBuffers, cache: StaticKV) -> torch.Tensor:
         """The padded pass on the buffers: [B, H]."""
         positions, slots, allowed = buffers.views()
 
         def write(layer, keys, values):
             return cache.write_at(layer, slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, positions, allowed, bucket_index, write, fold_groups=True)
+        return self.lean.run_layers(buffers.embeds, positions, allowed, write, fold_groups=True)
 
-    def _record(self, buffers: PassBuffers, cache: StaticKV, bucket_index: int) -> None:
+    def _record(self, buffers: PassBuffers, cache: StaticKV) -> None:
         """Record the padded pass with ``capture``; ``buffers.hidden`` becomes its output."""
-        buffers.recorded = self.capture(lambda: self._run(buffers, cache, bucket_index))
+        buffers.recorded = self.capture(lambda: self._run(buffers, cache))
         buffers.hidden = buffers.recorded.output
 
 
@@ -206,26 +235,23 @@ class Agreement:
 def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreement:
     """Run a 12-token causal prefill and then one pass of every row bucket (1 .. 128 rows, past the
     cache's first 256 slots, so the buffer grows and the passes after run on the new one) through
-    ``forward`` and through transformers' forward over a DynamicCache; compare each row's hidden state
-    (relative L2) and argmax logit."""
+    ``forward`` and through transformers' forward (stock attention) over its cache; compare each row's
+    hidden state (relative L2) and argmax logit."""
     embed, device = model.get_input_embeddings(), model.get_input_embeddings().weight.device
-    cache, reference = forward.new_cache(), DynamicCache(config=model.config)
+    reference = TransformersForward(model, exact=False)
+    caches = forward.new_cache(), reference.new_cache()
     generator = torch.Generator().manual_seed(0)
     worst, differs, compared, start = 0.0, 0, 0, 0
+    head = model.get_output_embeddings()
     for rows in (12, *ROW_BUCKETS):
-        ids = torch.randint(0, embed.num_embeddings, (rows,), generator=generator).to(device)
+        embeds = embed(torch.randint(0, embed.num_embeddings, (rows,), generator=generator).to(device))
         allowed = torch.ones(rows, start + rows, dtype=torch.bool, device=device).tril(start)
         positions = torch.arange(start, start + rows, device=device)
-        ours = forward.forward(cache, embed(ids), positions, allowed)
-        bias = torch.zeros(allowed.shape, dtype=ours.dtype, device=device)
-        bias.masked_fill_(~allowed, torch.finfo(ours.dtype).min)
-        theirs = model.base_model(inputs_embeds=embed(ids)[None], position_ids=positions[None],
-                                  attention_mask=bias[None, None], past_key_values=reference,
-                                  use_cache=True).last_hidden_state[0]
+        ours, theirs = (side.forward(cache, embeds, positions, allowed, rows)
+                        for side, cache in zip((forward, reference), caches))
         errors = (ours - theirs).float().norm(dim=-1) / theirs.float().norm(dim=-1).clamp(min=1e-12)
         worst = max(worst, float(errors.max()))
-        head = model.get_output_embeddings()
         differs += int((head(ours).argmax(-1) != head(theirs).argmax(-1)).sum())
         compared, start = compared + rows, start + rows
-    forward.release(cache)  # grown past its first size, with its graphs: the first request's buffer
+    forward.release(caches[0])  # grown past its first size, with its graphs: the first request's buffer
     return Agreement(worst, differs, compared)

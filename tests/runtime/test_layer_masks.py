@@ -6,13 +6,14 @@ import torch
 from conftest import WINDOW, WINDOWED_CONFIGS, random_prompts, tiny_model
 from transformers import LlamaConfig, MistralConfig
 
-from bita.model.layer_masks import FULL, SLIDING, layer_attention_mask, layer_windows, windowed
 from bita.decode.masks import decode_layout
 from bita.decode.step import forward_layout, new_cache
 from bita.drafts.tree import EMPTY_TREE
 from bita.errors import BitaError
 from bita.model.adapter import BitaAdapter
-from bita.model.device import output_logits
+from bita.runtime.device import output_logits
+from bita.runtime.layer_masks import FULL, SLIDING, layer_attention_mask, layer_windows, windowed
+from bita.runtime.runtime import runtime_of
 from bita.training.objective import SarObjective
 
 
@@ -64,6 +65,7 @@ def test_training_mask_rows_equal_decoding_mask_rows_past_the_window(arch):
         torch.tensor([sequence]), torch.tensor([len(sequence)]), torch.tensor([[WINDOW, anchor]]))
     layout = decode_layout(EMPTY_TREE, 3, anchor + 1)
     with torch.inference_mode():
-        hidden = forward_layout(model, adapter, new_cache(model, adapter), layout, torch.tensor(sequence[:anchor + 1]),
-                                anchor, 0)
+        runtime = runtime_of(model)
+        hidden = forward_layout(runtime, adapter, new_cache(runtime, adapter), layout,
+                                torch.tensor(sequence[:anchor + 1]), anchor, 0)
     torch.testing.assert_close(trained[0, 3:], output_logits(model, hidden[anchor + 1:]), atol=1e-4, rtol=1e-4)

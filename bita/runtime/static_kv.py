@@ -58,6 +58,15 @@ class StaticKV:
         self.kv, self.recorded = grown, {}
         return True
 
+    def hold_prompts(self, prompts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Put per layer prompt keys and values [1, kv_heads, P, head_dim] in the first P slots of this empty
+        cache (reserved), as its ``base``."""
+        count = prompts[0][0].shape[2] if prompts else 0
+        for layer, (keys, values) in enumerate(prompts):
+            self.append(layer, keys, values)
+        self.advance(count)
+        self.base = count
+
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write keys, values [1, kv_heads, R, head_dim] of ``layer`` at slots length..length+R (``reserve``
         first); return that layer's valid keys and values [1, kv_heads, length + R, head_dim]. The pass

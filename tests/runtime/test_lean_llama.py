@@ -6,29 +6,33 @@ import torch
 from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from bita.model.layer_masks import additive_mask
-from bita.model.rows import forward_rows
 from bita.decode.step import new_cache
-from bita.model.kernel_plan import PACKED, ROW_BUCKETS, STOCK, TRANSPOSED, KernelPlan
-from bita.model.kernels import apply_kernels
-from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of, lean_unsupported
-from bita.model.static_kv import StaticKV
+from bita.runtime.build import prepare
+from bita.runtime.kernel_plan import PACKED, TRANSPOSED, KernelPlan
+from bita.runtime.layer_masks import additive_mask
+from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama, lean_unsupported
+from bita.runtime.runtime import Runtime
+from bita.runtime.static_kv import StaticKV
+from bita.runtime.transformers_forward import TransformersKV
 
-MIXED = KernelPlan(tuple([STOCK, TRANSPOSED, PACKED] * 3)[:len(ROW_BUCKETS)],
-                   tuple([PACKED, STOCK, TRANSPOSED] * 3)[:len(ROW_BUCKETS)])
+MIXED = KernelPlan(TRANSPOSED, PACKED)  # the layers on one path, the head on another
 
 
-def lean_model(arch: str, plan: KernelPlan | None = None):
+def lean_runtime(arch: str, plan: KernelPlan | None = None) -> Runtime:
+    """A tiny model's lean runtime: on ``plan``'s kernels, or transformers' (stock paths, its attention)."""
     model = tiny_model(arch)
-    if plan is not None:
-        apply_kernels(model, "auto", plan=plan)
-    assert attach_lean(model) and lean_of(model) is not None
-    return model
+    runtime = prepare(model, "auto", plan=plan) if plan is not None else Runtime(model, LeanLlama(model))
+    assert runtime.forward.kind == "lean"
+    return runtime
 
 
 def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Tensor:
+    """A random tree pass's [rows, cached + rows] mask: each row sees the cache, itself and some rows before it
+    (the first slot always: every token of a pass sees its context's first token)."""
     new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
-    return torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+    allowed = torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+    allowed[:, 0] = True
+    return allowed
 
 
 @pytest.mark.parametrize("plan", [None, MIXED], ids=["stock-paths", "mixed-paths"])
@@ -37,16 +41,17 @@ def test_lean_hidden_states_are_transformers(arch, plan):
     """A prompt, then passes of 1..20 rows under tree masks: the hidden states of transformers'
     forward over a DynamicCache, within 1e-5 (fused QKV and gate/up may sum in another order; on the
     real model with packed paths they came out bit-identical: benchmarks/lean_forward.py)."""
-    model = lean_model(arch, plan)
+    runtime = lean_runtime(arch, plan)
+    model = runtime.model
     generator = torch.Generator().manual_seed(0)
-    static, dynamic = new_cache(model), DynamicCache(config=model.config)
+    static, dynamic = new_cache(runtime), DynamicCache(config=model.config)
     assert isinstance(static, StaticKV)
     cached = 0
     for rows in (17, 1, 4, 20, 2):
         embeds = model.get_input_embeddings()(torch.randint(3, 500, (rows,), generator=generator))
         allowed = tree_allowed(rows, cached, generator)
         positions = torch.arange(cached, cached + rows)
-        lean = forward_rows(model, static, embeds, positions, allowed)
+        lean = runtime.run(static, embeds, positions, allowed)
         with torch.inference_mode():
             reference = model.base_model(inputs_embeds=embeds[None], position_ids=positions[None],
                                          attention_mask=additive_mask(allowed, torch.float32, "cpu"),
@@ -59,8 +64,7 @@ def test_lean_hidden_states_are_transformers(arch, plan):
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "full:2,2,2/chain-groups"])
 @pytest.mark.parametrize("arch", LEAN_TYPES)
 def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, one_thread):
-    model = lean_model(arch, MIXED)
-    assert_lossless(model, spec, random_prompts(3, seed=21))
+    assert_lossless(lean_runtime(arch, MIXED), spec, random_prompts(3, seed=21))
 
 
 def test_the_fused_weights_are_the_models_own_storage():
@@ -107,13 +111,14 @@ def test_llama3_rotary_scaling_runs_the_lean_forward_losslessly(one_thread):
     config.initializer_range = 0.2
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
-    assert lean_unsupported(model) is None and attach_lean(model)
-    assert_lossless(model, "efficient:3,2,2", random_prompts(3, seed=23, low=20, high=60))
+    assert lean_unsupported(model) is None
+    assert_lossless(Runtime(model, LeanLlama(model)), "efficient:3,2,2", random_prompts(3, seed=23, low=20, high=60))
     config.rope_parameters = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
     assert "rotary" in lean_unsupported(AutoModelForCausalLM.from_config(config))
 
 
 def test_other_architectures_keep_transformers_path():
     gpt2 = tiny_model("gpt2")
-    assert "gpt2" in lean_unsupported(gpt2) and not attach_lean(gpt2)
-    assert isinstance(new_cache(gpt2), DynamicCache)
+    runtime = prepare(gpt2)
+    assert "gpt2" in lean_unsupported(gpt2) and runtime.forward.kind == "transformers+exact"
+    assert isinstance(new_cache(runtime), TransformersKV)

@@ -2,16 +2,17 @@
 of a pass attending by ``exact_attention``, so that models outside the lean forward (Gemma 2/3, Qwen3,
 windowed Mistral and Qwen2, ...) run row-invariant passes too.
 
-``apply_kernels`` (kernels.py) swaps a model's "sdpa" or "eager" attention for the function registered
-here under ``ROW_INVARIANT[...]``. Called as transformers calls it, it computes what the function it
+``use_exact_attention`` (called by ``apply_kernels``, kernels.py) swaps a model's "sdpa" or "eager" attention
+for the function registered here under ``ROW_INVARIANT[...]``. Called as transformers calls it, it computes what the function it
 replaces computes, except two things:
 
 - under a mask with more than one query row, SDPA's ``enable_gqa`` reads a group's shared key/values in
   place instead of transformers' ``repeat_kv`` copy (identical results);
-- where the pass hands it ``EXACT_LAYOUTS`` (our decode loops do: rows.py), one ``ExactLayout``
+- where the pass hands it ``EXACT_LAYOUTS`` (our passes do: transformers_forward.py), one ``ExactLayout``
   per layer (indexed by the attention module's ``layer_idx``; a sliding-window layer's has its window),
-  the layout's rows attend by ``exact_attention`` with the layer's scaling and soft-capping, the other
-  rows (mask rows) by the replaced function under their part of the mask.
+  the pass's first ``layout.count`` rows (its tokens) attend by ``exact_attention`` with the layer's
+  scaling and soft-capping, the other rows (mask rows) by the replaced function under their part of the
+  mask.
 
 HF ``generate`` and training hand no layouts, so they compute what transformers does.
 """
@@ -66,14 +67,15 @@ def _with_exact_rows(replaced):
         layout: ExactLayout | None = layouts[module.layer_idx] if layouts and hasattr(module, "layer_idx") else None
         if layout is None:
             return replaced(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-        exact = exact_attention(query[0, :, layout.rows].transpose(0, 1).contiguous(), key[0], value[0], layout,
+        count = layout.count
+        exact = exact_attention(query[0, :, :count].transpose(0, 1).contiguous(), key[0], value[0], layout,
                                 scaling, kwargs.get("softcap"))  # [E, H, D]
-        if not len(layout.others):
+        if count == query.shape[2]:
             return exact[None], None
         attended = query.new_empty(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
-        attended[0, layout.rows] = exact
-        attended[:, layout.others], weights = replaced(
-            module, query[:, :, layout.others], key, value, attention_mask[:, :, layout.others], dropout=dropout,
+        attended[0, :count] = exact
+        attended[:, count:], weights = replaced(
+            module, query[:, :, count:].contiguous(), key, value, attention_mask[:, :, count:], dropout=dropout,
             scaling=scaling, **kwargs)
         return attended, weights
 
@@ -85,15 +87,12 @@ for _stock, _replaced, _mask in (("sdpa", _sdpa_shared_kv, sdpa_mask), ("eager",
     AttentionMaskInterface.register(ROW_INVARIANT[_stock], _mask)
 
 
-def runs_exact_rows(model: nn.Module) -> bool:
-    """Whether ``model``'s attention is one of ours (it attends a pass's layouts by exact_attention)."""
-    config = getattr(model, "config", None)
-    return config is not None and config._attn_implementation in ROW_INVARIANT.values()
-
-
-def set_row_invariant(model: nn.Module, on: bool) -> None:
-    """Swap ``model``'s "sdpa" or "eager" attention for ours (``on``), or back; other implementations stay."""
+def use_exact_attention(model: nn.Module, on: bool) -> bool:
+    """Swap ``model``'s "sdpa" or "eager" attention for ours (``on``), or ours back; whether it swapped (other
+    implementations, FlashAttention for one, stay as they are)."""
     swaps = ROW_INVARIANT if on else {ours: stock for stock, ours in ROW_INVARIANT.items()}
     config = getattr(model, "config", None)
-    if config is not None and config._attn_implementation in swaps:
-        model.set_attn_implementation(swaps[config._attn_implementation])
+    if config is None or config._attn_implementation not in swaps:
+        return False
+    model.set_attn_implementation(swaps[config._attn_implementation])
+    return True

@@ -1,4 +1,4 @@
-"""Fixed-shape passes (bita/model/padded.py) on a CPU, where they run eagerly: the path a CUDA graph
+"""Fixed-shape passes (bita/runtime/padded.py) on a CPU, where they run eagerly: the path a CUDA graph
 replays (padding to row buckets, preallocated buffers, slot-tensor cache writes, attention over the
 whole buffer with the query groups folded into rows) gives the lean forward's hidden states and
 lossless decoding; a stand-in recorder counts when graphs would be recorded. Recording and
@@ -12,38 +12,39 @@ from conftest import assert_lossless, random_prompts, tiny_model
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
-from bita.model.rows import forward_rows
 from bita.decode.step import bita_steps, new_cache
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.model.kernel_plan import ROW_BUCKETS
-from bita.model.lean_llama import LEAN_TYPES, LeanLlama, attach_lean, lean_of
-from bita.model.padded import PaddedLean, Recorded, compare_with_transformers
-from bita.model.static_kv import StaticKV
+from bita.runtime import build
+from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
+from bita.runtime.padded import ROW_BUCKETS, PaddedLean, Recorded, compare_with_transformers
+from bita.runtime.runtime import Runtime
+from bita.runtime.static_kv import StaticKV
 from bita.serve.race import race
 
 
-def padded_model(arch: str):
+def padded_runtime(arch: str, graphs: bool = False, **capture) -> Runtime:
     model = tiny_model(arch)
-    model.bita_lean = PaddedLean(LeanLlama(model), graphs=False)
-    return model
+    return Runtime(model, PaddedLean(LeanLlama(model), graphs=graphs, **capture))
 
 
 @pytest.mark.parametrize("arch", LEAN_TYPES)
 def test_padded_passes_give_the_lean_forwards_hidden_states(arch):
-    """Passes of 1..20 rows (padded to 1..32), some past the 256-slot buffer so that it grows."""
+    """Passes of 1..20 rows (padded to 1..32), some past the 256-slot buffer so that it grows, and past
+    the last bucket (run as passes of its rows, one after the other)."""
     model = tiny_model(arch)
     lean, padded = LeanLlama(model), PaddedLean(LeanLlama(model), graphs=False)
     caches = lean.new_cache(), padded.new_cache()
     generator = torch.Generator().manual_seed(3)
     cached = 0
-    for rows in (120, 1, 3, 20, 7, 128, 2):
+    for rows in (120, 1, 3, 20, 7, 128, 2, 300):
         embeds = model.get_input_embeddings()(torch.randint(3, 500, (rows,), generator=generator))
         new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
         allowed = torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+        allowed[:, 0] = True  # as every token of a pass: the lean forward attends them exactly
         positions = torch.arange(cached, cached + rows)
-        expected = lean.forward(caches[0], embeds, positions, allowed)
+        expected = lean.forward(caches[0], embeds, positions, allowed, rows)
         torch.testing.assert_close(padded.forward(caches[1], embeds, positions, allowed), expected)
         cached += rows
     assert caches[1].length == cached and caches[1].capacity > 256
@@ -53,13 +54,12 @@ def test_padded_passes_give_the_lean_forwards_hidden_states(arch):
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1"])
 @pytest.mark.parametrize("arch", LEAN_TYPES)
 def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one_thread):
-    model = padded_model(arch)
-    assert_lossless(model, spec, random_prompts(2, seed=5))
+    assert_lossless(padded_runtime(arch), spec, random_prompts(2, seed=5))
 
 
 def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wrong_forward(monkeypatch):
-    """Every bucket, past a growth of the buffer; a forward with a wrong rotary is caught; on a GPU
-    attach_lean would then say so and keep transformers' path."""
+    """Every bucket, past a growth of the buffer; a forward with a wrong rotary is caught; on a GPU the
+    runtime's build would then say so and keep transformers' path."""
     model = tiny_model("llama")
     padded = PaddedLean(LeanLlama(model), graphs=False)
     agreement = compare_with_transformers(model, padded)
@@ -68,15 +68,16 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     padded.lean.cos, padded.lean.sin = padded.lean.cos[:0], padded.lean.sin[:0]  # its table made again from it
     wrong = compare_with_transformers(model, padded)
     assert not wrong.within(1e-4) and wrong.worst_relative_l2 > 1e-3
-    class OnCuda(LeanLlama):  # what attach_lean sees on a GPU: it checks before replaying graphs
-        def __init__(self, model):
-            super().__init__(model)
+
+    class OnCuda(LeanLlama):  # what the build sees on a GPU: it checks before replaying graphs
+        def __init__(self, *args):
+            super().__init__(*args)
             self.device = torch.device("cuda")
 
-    monkeypatch.setattr("bita.model.lean_llama.LeanLlama", OnCuda)
-    monkeypatch.setattr("bita.model.lean_llama.compare_with_transformers", lambda *args: wrong)
+    monkeypatch.setattr(build, "LeanLlama", OnCuda)
+    monkeypatch.setattr(build, "compare_with_transformers", lambda *args: wrong)
     with pytest.warns(UserWarning, match="disagree with transformers' forward .* runs transformers' path"):
-        assert attach_lean(model) is None and lean_of(model) is None
+        assert build.prepare(model).forward.kind == "transformers+exact"
 
 
 def test_keep_compacts_every_layer_with_one_gather():
@@ -93,12 +94,13 @@ def test_keep_compacts_every_layer_with_one_gather():
     assert torch.equal(cache.kv[:, :, :, 4:7], before[:, :, :, [4, 6, 9]])
 
 
-def test_forward_rows_runs_the_padded_forward_on_its_cache():
-    model = padded_model("qwen2")
-    cache = new_cache(model)
-    embeds = model.get_input_embeddings()(torch.tensor([5, 6, 7]))
-    hidden = forward_rows(model, cache, embeds, torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril())
-    assert hidden.shape == (3, model.config.hidden_size) and cache.recorded and cache.length == 3
+def test_the_runtime_runs_the_padded_forward_on_its_cache():
+    runtime = padded_runtime("qwen2")
+    cache = new_cache(runtime)
+    embeds = runtime.model.get_input_embeddings()(torch.tensor([5, 6, 7]))
+    hidden = runtime.run(cache, embeds, torch.arange(3), torch.ones(3, 3, dtype=torch.bool).tril())
+    assert hidden.shape == (3, runtime.model.config.hidden_size) and cache.recorded and cache.length == 3
+    assert runtime.buckets == ROW_BUCKETS and runtime.forward.kind == "lean+padded"
 
 
 RECORD_SECONDS = 0.25  # the stand-in's recording time: far longer than a tiny model's pass
@@ -126,15 +128,15 @@ def test_graphs_are_recorded_once_per_bucket_per_buffer_and_never_inside_a_timed
     """Requests one after another (the bench, chat answers) reuse one buffer and its graphs; the race's
     two live requests take two; a request that outgrows its buffer records its graphs again, before
     its first pass. Every output is HF generate's."""
-    model = tiny_model("llama")
     recorder = CountingRecorder()
-    model.bita_lean = padded = PaddedLean(LeanLlama(model), graphs=True, capture=recorder)
+    runtime = padded_runtime("llama", graphs=True, capture=recorder)
+    model, padded = runtime.model, runtime.forward
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
     tree, records = parse_tree_spec("efficient:3,2,2"), []
 
     def both(prompt):
-        return (ar_steps(model, prompt, StopCondition(20)),
-                bita_steps(model, adapter, prompt, tree, StopCondition(20), ngram_tokens=3))
+        return (ar_steps(runtime, prompt, StopCondition(20)),
+                bita_steps(runtime, adapter, prompt, tree, StopCondition(20), ngram_tokens=3))
 
     for prompt in random_prompts(3, seed=7):
         ar, bita = (list(steps) for steps in both(prompt))
@@ -148,7 +150,7 @@ def test_graphs_are_recorded_once_per_bucket_per_buffer_and_never_inside_a_timed
     records += [record for lane in lanes for record in lane.records]
     assert recorder.count == 2 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
     long_prompt = random_prompts(1, seed=9, low=200, high=201)[0]  # past a 256-slot buffer with its room
-    records += list(bita_steps(model, adapter, long_prompt, tree, StopCondition(20), ngram_tokens=3))
+    records += list(bita_steps(runtime, adapter, long_prompt, tree, StopCondition(20), ngram_tokens=3))
     assert recorder.count == 3 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
     assert max(record.seconds for record in records) < RECORD_SECONDS
 
@@ -175,14 +177,14 @@ def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
     assert calls == [((1, 2, 2 * 4, head_dim), (1, 1, 2 * 4, cache.capacity), False)] * layers
     calls.clear()
     lean = LeanLlama(model)
-    lean.forward(lean.new_cache(), embeds, torch.arange(3), allowed)
+    lean.forward(lean.new_cache(), embeds, torch.arange(3), allowed, 3)
     assert calls == []
 
 
 def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
     """Positions, slots and the mask go to the device in one copy: the host mirror's views and the
     device's hold the same pass, the padding rows seeing their own slot only."""
-    from bita.model.padded import PassBuffers, staged_bytes
+    from bita.runtime.padded import PassBuffers, staged_bytes
 
     buffers = PassBuffers.make(4, 10, hidden_size=3, dtype=torch.float32, device=torch.device("cpu"))
     assert buffers.staged.numel() == buffers.host.numel() == staged_bytes(4, 10) == 4 * 16 + 4 * 10

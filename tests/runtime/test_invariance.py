@@ -11,12 +11,14 @@ from conftest import WINDOW, WINDOWED_CONFIGS, planned_tiny, random_prompts, tre
 from bita.decode.autoregressive import ar_steps
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
-from bita.model import kernels
 from bita.model.adapter import BitaAdapter
-from bita.model.hf_attention import runs_exact_rows, set_row_invariant
-from bita.model.invariance import PROBE_BUCKETS, probe_row_invariance
-from bita.model.lean_llama import LEAN_TYPES, FusedLinear, lean_of
-from bita.model.precision import bf16_hardware
+from bita.runtime import kernel_plan
+from bita.runtime.hf_attention import use_exact_attention
+from bita.runtime.invariance import PASS_ROWS, probe_row_invariance
+from bita.runtime.lean_llama import LEAN_TYPES
+from bita.runtime.precision import bf16_hardware
+from bita.runtime.runtime import Runtime
+from bita.runtime.transformers_forward import TransformersForward
 
 DTYPES = [pytest.param(torch.bfloat16, marks=pytest.mark.skipif(
     not bf16_hardware(), reason="no bf16 hardware: --dtype auto keeps fp32 on this CPU")), torch.float32]
@@ -25,10 +27,10 @@ FORWARDS = [(arch, True) for arch in LEAN_TYPES] + [(arch, False) for arch in so
 FORWARD_IDS = [f"{arch}-{'lean' if lean else 'transformers'}" for arch, lean in FORWARDS]
 
 
-def planned(arch: str, lean: bool, dtype: torch.dtype):
-    model = planned_tiny(arch, dtype, lean)
-    assert (lean_of(model) is not None) == lean and runs_exact_rows(model)
-    return model
+def planned(arch: str, lean: bool, dtype: torch.dtype) -> Runtime:
+    runtime = planned_tiny(arch, dtype, lean)
+    assert runtime.forward.kind == ("lean" if lean else "transformers+exact") and runtime.forward.exact_rows
+    return runtime
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -36,7 +38,7 @@ def planned(arch: str, lean: bool, dtype: torch.dtype):
 def test_the_probe_finds_every_verification_row_bitwise_equal_to_ar(arch, lean, dtype, one_thread):
     found = probe_row_invariance(planned(arch, lean, dtype))
     assert found.holds, found.describe()
-    assert list(found.by_pass) == ["prefill"] + [str(b) for b in PROBE_BUCKETS]
+    assert list(found.by_pass) == ["prefill"] + [str(b) for b in PASS_ROWS]
     assert found.rows >= 30 and found.worst == 0.0
 
 
@@ -46,11 +48,11 @@ def test_the_probe_finds_every_verification_row_bitwise_equal_to_ar(arch, lean, 
 def test_greedy_bita_emits_our_ar_loops_tokens_in_the_same_dtype(arch, lean, spec, dtype, one_thread):
     """bf16 logits of a tiny random model are full of near ties: any rounding difference between a tree
     row and an AR row would show. Prompts from shorter than the window to four windows long."""
-    model = planned(arch, lean, dtype)
-    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
+    runtime = planned(arch, lean, dtype)
+    adapter = BitaAdapter.create(runtime.model, prompt_tokens=4, mask_tokens=3, seed=1)
     for prompt in random_prompts(3, seed=5, low=WINDOW - 3, high=4 * WINDOW):
-        reference = [t for r in ar_steps(model, prompt, StopCondition(24)) for t in r.emitted]
-        steps = bita_steps(model, adapter, prompt, tree_of(spec), StopCondition(24), ngram_tokens=3)
+        reference = [t for r in ar_steps(runtime, prompt, StopCondition(24)) for t in r.emitted]
+        steps = bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(24), ngram_tokens=3)
         assert [t for r in steps for t in r.emitted] == reference
 
 
@@ -67,13 +69,10 @@ def row_dependent(call):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("arch,lean", [("llama", True), ("gemma3", False)])
 def test_a_row_dependent_kernel_is_caught(monkeypatch, arch, lean, dtype, one_thread):
-    model = planned(arch, lean, dtype)
-    assert probe_row_invariance(model).holds
-    if lean:
-        monkeypatch.setattr(FusedLinear, "__call__", row_dependent(FusedLinear.__call__))
-    else:
-        monkeypatch.setattr(kernels, "run_path", row_dependent(kernels.run_path))
-    found = probe_row_invariance(model)
+    runtime = planned(arch, lean, dtype)
+    assert probe_row_invariance(runtime).holds
+    monkeypatch.setattr(kernel_plan, "run_path", row_dependent(kernel_plan.run_path))  # every planned linear's
+    found = probe_row_invariance(runtime)
     assert not found.holds and found.by_pass["prefill"] == 0 and found.by_pass["8"] > 0
     assert "not row-invariant" in found.describe()
 
@@ -82,7 +81,7 @@ def test_a_row_dependent_kernel_is_caught(monkeypatch, arch, lean, dtype, one_th
 def test_transformers_stock_attention_is_what_breaks_invariance(dtype, one_thread):
     """The same planned Gemma 3 with transformers' SDPA instead of ours: a one-row call takes another path
     than a call of several rows, masked slots change how keys are split, and the probe sees it."""
-    model = planned("gemma3", False, dtype)
-    set_row_invariant(model, False)
-    assert not runs_exact_rows(model)
-    assert not probe_row_invariance(model).holds
+    runtime = planned("gemma3", False, dtype)
+    assert use_exact_attention(runtime.model, False)
+    stock = Runtime(runtime.model, TransformersForward(runtime.model, exact=False), plan=runtime.plan)
+    assert not probe_row_invariance(stock).holds

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bita.model.layer_masks import windowed
-from bita.model.exact_attention import CHUNK, exact_attention, exact_layout
+from bita.runtime.exact_attention import CHUNK, exact_attention, exact_layout
+from bita.runtime.layer_masks import windowed
 
 SHAPES = [(3, 3, 64), (2, 2, 16), (1, 8, 32)]  # kv_heads, query heads per kv head, head_dim
 
@@ -45,7 +45,7 @@ def alone(query_row, keys, values, base, context, path, dtype, window):
     allowed = torch.ones(1, len(order), dtype=torch.bool)
     positions = torch.arange(len(order))
     seen = windowed(allowed, positions[-1:], positions, window)
-    layout = exact_layout(allowed, torch.arange(1), 0, query_row.shape[0] // keys.shape[0], windowed=seen)
+    layout = exact_layout(allowed, 1, 0, query_row.shape[0] // keys.shape[0], windowed=seen)
     return exact_attention(query_row[None], ar_keys, ar_values, layout)[0]
 
 
@@ -72,10 +72,10 @@ def test_a_tree_row_attends_bitwise_as_it_does_alone(dtype, kv_heads, groups, di
             keys, values, allowed, paths = tree_pass(generator, parents, 3, base, context, dtype, kv_heads, dim)
             rows = allowed.shape[0]
             query = torch.randn(rows, kv_heads * groups, dim, generator=generator).to(dtype)
-            exact_rows = (~allowed[:, :base].any(-1)).nonzero().flatten() if base else torch.arange(len(paths))
-            layout = exact_layout(allowed, exact_rows, base, groups,
+            tokens = len(paths)  # the pass's first rows; mask rows after them
+            layout = exact_layout(allowed, tokens, base, groups,
                                   windowed=pass_window(allowed, paths, base, context, window))
-            together = exact_attention(query[exact_rows], keys, values, layout)
+            together = exact_attention(query[:tokens], keys, values, layout)
             for row, path in enumerate(paths):
                 single = alone(query[row], keys, values, base, context, path, dtype, window)
                 assert torch.equal(together[row], single), (context, base, row)
@@ -89,8 +89,7 @@ def test_exact_attention_is_softmax_attention(kv_heads, groups, dim):
     generator = torch.Generator().manual_seed(1)
     keys, values, allowed, paths = tree_pass(generator, [-1, 0, -1, 1], 0, 8, 150, torch.float32, kv_heads, dim)
     query = torch.randn(len(paths), kv_heads * groups, dim, generator=generator)
-    rows = torch.arange(len(paths))
-    ours = exact_attention(query, keys, values, exact_layout(allowed, rows, 8, groups))
+    ours = exact_attention(query, keys, values, exact_layout(allowed, len(paths), 8, groups))
     width = allowed.shape[1]
     reference = F.scaled_dot_product_attention(query.transpose(0, 1)[None], keys[None, :, :width],
                                                values[None, :, :width], attn_mask=allowed[None, None],
@@ -108,7 +107,7 @@ def test_exact_attention_is_eager_attention_with_a_window_scaling_and_soft_cappi
     query = torch.randn(len(paths), kv_heads * groups, dim, generator=generator)
     width = allowed.shape[1]
     keys, values = keys[:, :width], values[:, :width]
-    ours = exact_attention(query, keys, values, exact_layout(allowed, torch.arange(len(paths)), 4, groups,
+    ours = exact_attention(query, keys, values, exact_layout(allowed, len(paths), 4, groups,
                                                              windowed=seen), scaling, cap)
     scores = torch.einsum("rhd,hkd->hrk", query, keys.repeat_interleave(groups, 0)) * scaling
     scores = (torch.tanh(scores / cap) * cap).masked_fill(~seen[:len(paths)], float("-inf"))
@@ -120,4 +119,4 @@ def test_a_row_that_misses_the_first_context_slot_is_refused():
     allowed = torch.zeros(2, 10, dtype=torch.bool)
     allowed[:, 5:] = True
     with pytest.raises(ValueError, match="first context slot"):
-        exact_layout(allowed, torch.arange(2), 4, 1)
+        exact_layout(allowed, 2, 4, 1)

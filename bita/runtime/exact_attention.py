@@ -47,8 +47,8 @@ class ExactLayout:
     products' query rows are the exact rows' heads, row-major: query row e x G + g is head g of exact row e
     within a key/value head's group of G, padded to M_pad rows (a multiple of ROW_MULTIPLE).
 
-    rows: [E] which of the pass's rows are exact; others: [R'] the rest (they attend with SDPA), and
-        others_allowed [1, 1, R', K] bool the slots they see; leading: the exact rows are the pass's first E.
+    count: E, the exact rows: the pass's first E rows (its tokens; the rest, mask rows, attend with SDPA),
+        others_allowed [1, 1, R - E, K] bool the slots the rest see.
     base: the cache slot of logical key 0 (the first slot after the adapter's prompt slots).
     groups: G, query heads per key/value head.
     chunks: the region's chunks.
@@ -62,10 +62,8 @@ class ExactLayout:
     own_query_offsets: [X x G, A * CHUNK] long, ``own_offsets`` per query row.
     """
 
-    rows: torch.Tensor
-    others: torch.Tensor
+    count: int
     others_allowed: torch.Tensor
-    leading: bool
     base: int
     groups: int
     chunks: int
@@ -81,31 +79,25 @@ class ExactLayout:
         return self.base + self.chunks * CHUNK
 
 
-def exact_rows(allowed: torch.Tensor, base: int) -> torch.Tensor:
-    """The rows [E] of a pass under ``allowed`` [R, K] that attend exactly: those that see none of the
-    first ``base`` slots (the adapter's prompt slots: every row but a mask row) and see slot ``base``."""
-    return (~allowed[:, :base].any(-1) & allowed[:, base]).nonzero().flatten()
-
-
-def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: int,
-                 device: torch.device | str = "cpu", windowed: torch.Tensor | None = None) -> ExactLayout:
-    """The layout of ``rows`` [E] of a pass whose rows see ``allowed`` [R, K] cache slots, for a model with
-    ``groups`` query heads per key/value head: each row's visible slots from ``base`` on, in slot order,
-    are its logical keys; every exact row sees ``base``.
+def exact_layout(allowed: torch.Tensor, count: int, base: int, groups: int, device: torch.device | str = "cpu",
+                 windowed: torch.Tensor | None = None) -> ExactLayout:
+    """The layout of the first ``count`` rows of a pass whose rows see ``allowed`` [R, K] cache slots, for a
+    model with ``groups`` query heads per key/value head: each row's visible slots from ``base`` on, in slot
+    order, are its logical keys; every exact row sees ``base`` (its context's first token).
 
     ``windowed`` [R, K] bool: what a sliding-window layer's rows see of ``allowed`` (None: all of it). The
     keys a window hides keep their places in the logical sequence with weight exactly 0, so a row's
     chunks fall where they fall without the window, in an AR pass as in a tree pass."""
-    visible = allowed[rows, base:].cpu()  # [E, K - base]
-    shown = visible if windowed is None else windowed[rows, base:].cpu()
-    if len(rows) and not bool(visible[:, 0].all()):
+    visible = allowed[:count, base:].cpu()  # [E, K - base]
+    shown = visible if windowed is None else windowed[:count, base:].cpu()
+    if count and not bool(visible[:, 0].all()):
         raise ValueError("an exact row must see the first context slot")
     run = visible.int().cumprod(-1).sum(-1)  # [E] length of each row's contiguous run from base
     total = visible.sum(-1)
     seen = visible.any(0).nonzero()
     chunks = max(1, -(-(int(seen.max()) + 1) // CHUNK)) if len(seen) else 1
     width = chunks * CHUNK
-    queries = len(rows) * groups
+    queries = count * groups
     padded_queries = _padded(queries, ROW_MULTIPLE)
     region = torch.zeros(padded_queries, width, dtype=torch.bool)
     region[:queries, :shown.shape[1]] = shown[:, :width].repeat_interleave(groups, 0)
@@ -120,13 +112,8 @@ def exact_layout(allowed: torch.Tensor, rows: torch.Tensor, base: int, groups: i
         own_offsets[index, :len(offsets)] = offsets
         gathered[row * groups:(row + 1) * groups, chunk * CHUNK:] = True
     own_queries = (own[:, None] * groups + torch.arange(groups)).flatten()
-    others = torch.ones(allowed.shape[0], dtype=torch.bool)
-    others[rows] = False
-    others = others.nonzero().flatten()
-    leading = bool((rows.cpu() == torch.arange(len(rows))).all())
     hidden = torch.zeros(region.shape).masked_fill_(~region, float("-inf"))
-    return ExactLayout(rows.to(device), others.to(device), allowed[others].to(device)[None, None], leading, base,
-                       groups, chunks, hidden.to(device),
+    return ExactLayout(count, allowed[count:].to(device)[None, None], base, groups, chunks, hidden.to(device),
                        (~gathered).float().to(device) if len(own) else None, own_queries.to(device),
                        own_offsets.to(device), own_offsets.repeat_interleave(groups, 0).to(device))
 

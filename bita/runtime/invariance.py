@@ -2,11 +2,11 @@
 bitwise the logits of the same row in a one-row AR pass.
 
 Our forwards are built for it (exact_attention.py in the lean forward and in hf_attention.py's attention,
-linears padded to their measured row floor, one linear path per row count that keeps a row's result),
+linears padded to their measured row floor, one linear path for every row count),
 but matrix kernels differ between CPUs and libraries, and transformers' code computes norms, rotary and
 activations its own way per architecture, so it is checked, not assumed: ``probe_row_invariance``
 decodes a fixed sequence of tokens both ways, as our AR loop (a prefill, then one row a pass) and as
-BiTA (prompt slots in front, a prefill with a mask group beside it, then at every row bucket a pass of
+BiTA (prompt slots in front, a prefill with a mask group beside it, then at each of ``PASS_ROWS`` a pass of
 a chain interleaved with siblings and mask rows), and compares every verification row's logits bit
 for bit. Many rows, real activations: a single row hides most differences of accumulation order
 (design notes, section 7).
@@ -15,15 +15,16 @@ for bit. Many rows, real activations: a single row hides most differences of acc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
-from .adapter import probe_kv_shapes
-from .device import output_logits
-from .rows import cache_with, forward_rows, keep_cache_rows, release_cache
+from .transformers_forward import kv_shapes
 
-PROBE_BUCKETS = (2, 4, 8, 16, 32)
+if TYPE_CHECKING:  # runtime.py imports this module for Invariance
+    from .runtime import Runtime
+
+PASS_ROWS = (2, 4, 8, 16, 32)  # the rows of the probe's tree passes
 PREFIX, DECODED, PROMPT_SLOTS, MASKS = 24, 16, 4, 3
 
 
@@ -49,26 +50,26 @@ class Invariance:
                 f"{self.worst:.2e}; by pass {failing})")
 
 
-def _ar_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+def _ar_logits(runtime: Runtime, tokens: torch.Tensor) -> torch.Tensor:
     """Our AR loop's logits [DECODED + 1, V] at positions PREFIX - 1 .. PREFIX + DECODED - 1."""
-    embed = model.get_input_embeddings()
-    cache = cache_with(model, [], len(tokens))
+    embed = runtime.model.get_input_embeddings()
+    cache = runtime.new_cache(rows=len(tokens))
     try:
         allowed = torch.ones(PREFIX, PREFIX, dtype=torch.bool).tril()
-        hidden = [forward_rows(model, cache, embed(tokens[:PREFIX]), torch.arange(PREFIX), allowed)[-1:]]
+        hidden = [runtime.run(cache, embed(tokens[:PREFIX]), torch.arange(PREFIX), allowed)[-1:]]
         for position in range(PREFIX, PREFIX + DECODED):
-            hidden.append(forward_rows(model, cache, embed(tokens[position:position + 1]), torch.tensor([position]),
-                                       torch.ones(1, position + 1, dtype=torch.bool)))
-        return torch.cat([output_logits(model, row) for row in hidden])
+            hidden.append(runtime.run(cache, embed(tokens[position:position + 1]), torch.tensor([position]),
+                                      torch.ones(1, position + 1, dtype=torch.bool)))
+        return torch.cat([runtime.logits(row) for row in hidden])
     finally:
-        release_cache(model, cache)
+        runtime.release(cache)
 
 
-def _tree_pass(rows: int, chain: int, cached: int, base: int) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+def _tree_pass(rows: int, chain: int, cached: int, base: int) -> tuple[torch.Tensor, list[int], torch.Tensor, int]:
     """A pass of ``rows`` rows after ``base`` prompt slots and ``cached`` tokens: the root, then ``chain``
     nodes each after a sibling (a leaf beside it, so the chain's slots are not contiguous), then mask
-    rows on the root. Returns allowed [rows, base + cached + rows], the root's and chain's rows, and
-    each row's depth [rows]."""
+    rows on the root. Returns allowed [rows, base + cached + rows], the root's and chain's rows, each row's
+    depth [rows], and the count of token rows (before the mask rows)."""
     start = base + cached
     allowed = torch.zeros(rows, start + rows, dtype=torch.bool)
     allowed[:, base:start] = True
@@ -87,20 +88,20 @@ def _tree_pass(rows: int, chain: int, cached: int, base: int) -> tuple[torch.Ten
     for mask in range(row, rows):
         allowed[mask, :base] = True
         allowed[mask, [start, start + mask]] = True
-    return allowed, verified, depth
+    return allowed, verified, depth, row
 
 
 @torch.inference_mode()
-def probe_row_invariance(model: nn.Module, seed: int = 0) -> Invariance:
-    """Compare BiTA-shaped passes with our AR loop on ``model``'s forward (rows.py), bitwise."""
+def probe_row_invariance(runtime: Runtime, seed: int = 0) -> Invariance:
+    """Compare BiTA-shaped passes with our AR loop on ``runtime``'s forward, bitwise."""
     generator = torch.Generator().manual_seed(seed)
-    embed = model.get_input_embeddings()
+    embed = runtime.model.get_input_embeddings()
     vocab, dtype, device = embed.weight.shape[0], embed.weight.dtype, embed.weight.device
     tokens = torch.randint(3, vocab, (PREFIX + DECODED,), generator=generator).to(device)
-    reference = _ar_logits(model, tokens)
+    reference = _ar_logits(runtime, tokens)
     prompts = [tuple(torch.randn(1, heads, PROMPT_SLOTS, dim, generator=generator).to(device, dtype) for _ in "kv")
-               for heads, dim in probe_kv_shapes(model)]
-    cache = cache_with(model, prompts, len(tokens) + max(PROBE_BUCKETS))
+               for heads, dim in kv_shapes(runtime.model)]
+    cache = runtime.new_cache(prompts, len(tokens) + max(PASS_ROWS))
     by_pass, differing, rows, worst = {}, 0, 0, 0.0
 
     def compare(name: str, logits: torch.Tensor, expected: torch.Tensor) -> None:
@@ -111,9 +112,6 @@ def probe_row_invariance(model: nn.Module, seed: int = 0) -> Invariance:
         differing += by_pass[name]
         worst = max(worst, float((logits - expected).abs().max()))
 
-    def forward(embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        return forward_rows(model, cache, embeds, positions, allowed, PROMPT_SLOTS)
-
     try:
         masks = torch.randn(MASKS, embed.weight.shape[1], generator=generator).to(device, dtype)
         allowed = torch.zeros(PREFIX + MASKS, PROMPT_SLOTS + PREFIX + MASKS, dtype=torch.bool)
@@ -121,18 +119,18 @@ def probe_row_invariance(model: nn.Module, seed: int = 0) -> Invariance:
         allowed[PREFIX:, :PROMPT_SLOTS + PREFIX] = True
         allowed[PREFIX:, PROMPT_SLOTS + PREFIX:] = torch.ones(MASKS, MASKS, dtype=torch.bool).tril()
         positions = torch.cat([torch.arange(PREFIX), PREFIX + torch.arange(MASKS)])
-        hidden = forward(torch.cat([embed(tokens[:PREFIX]), masks]), positions, allowed)
-        compare("prefill", output_logits(model, hidden[PREFIX - 1:])[:1], reference[:1])
-        keep_cache_rows(cache, PROMPT_SLOTS, list(range(PREFIX)))
-        for bucket in PROBE_BUCKETS:
-            allowed, verified, depth = _tree_pass(bucket, min(bucket // 2, DECODED - 1), PREFIX, PROMPT_SLOTS)
-            fed = torch.randint(3, vocab, (bucket,), generator=generator).to(device)
+        hidden = runtime.run(cache, torch.cat([embed(tokens[:PREFIX]), masks]), positions, allowed, PREFIX)
+        compare("prefill", runtime.logits(hidden[PREFIX - 1:])[:1], reference[:1])
+        cache.keep(PROMPT_SLOTS, list(range(PREFIX)))
+        for count in PASS_ROWS:
+            allowed, verified, depth, ordinary = _tree_pass(count, min(count // 2, DECODED - 1), PREFIX, PROMPT_SLOTS)
+            fed = torch.randint(3, vocab, (count,), generator=generator).to(device)
             fed[verified] = tokens[PREFIX:PREFIX + len(verified)]
             embeds = embed(fed)
-            embeds[allowed[:, :PROMPT_SLOTS].any(-1).to(device)] = masks[0]
-            hidden = forward(embeds, PREFIX + depth, allowed)
-            compare(str(bucket), output_logits(model, hidden)[verified], reference[1:1 + len(verified)])
-            cache.crop(-bucket)
+            embeds[ordinary:] = masks[0]
+            hidden = runtime.run(cache, embeds, PREFIX + depth, allowed, ordinary)
+            compare(str(count), runtime.logits(hidden)[verified], reference[1:1 + len(verified)])
+            cache.crop(-count)
     finally:
-        release_cache(model, cache)
+        runtime.release(cache)
     return Invariance(rows, differing, worst, by_pass)

@@ -1,0 +1,78 @@
+"""Making a model's runtime when it is loaded: its kernels, which forward runs its passes, the dtype
+``--dtype auto`` takes on a CPU, and the row-invariance probe; measured once per machine and cached in
+JSON tables under the cache folder (measured.py).
+
+Which forward (runtime.py lists the kinds): with ``--kernels auto`` a Llama-family model the lean forward
+supports runs it, on a CPU as it is and on a CUDA device at padded row buckets replayed as CUDA graphs,
+once a pass of every bucket agreed with transformers' forward (else transformers' path, with a warning);
+every other model runs transformers' forward, with our attention where ``--kernels auto`` installed it.
+Passes whose token rows attend exactly are probed for row invariance (invariance.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .kernel_plan import KernelPlan
+from .kernels import apply_kernels
+from .lean_llama import LeanLlama, lean_unsupported
+from .padded import PaddedLean, compare_with_transformers
+from .precision import checked_invariance, choose_cpu_dtype
+from .runtime import Forward, Runtime, register
+from .transformers_forward import TransformersForward
+
+KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
+PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
+# On a GPU, the largest relative L2 difference of a row's hidden state from transformers' that the CUDA-graph
+# forward may show (with the same argmax on every row) before it runs: in fp32, in bf16/fp16
+FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
+
+
+def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
+            lean: bool = True) -> Runtime:
+    """``model``'s runtime, not yet probed: ``kernels`` installed (kernels.py: ``plan`` as given, else the plan
+    cached in ``plan_file``, else measured) and its forward chosen (the lean one where ``lean``, ``kernels`` is
+    "auto" and the model is of its family)."""
+    plan, exact_attention = apply_kernels(model, kernels, plan_file, plan)
+    lean_forward = lean and kernels == "auto" and lean_unsupported(model) is None
+    forward = choose_lean(model, plan) if lean_forward else None
+    return Runtime(model, forward or TransformersForward(model, exact=exact_attention), plan=plan)
+
+
+def choose_lean(model: nn.Module, plan: KernelPlan | None) -> Forward | None:
+    """The lean forward of ``model``: on a CPU as it is, on a CUDA device replayed as CUDA graphs once its
+    passes agree with transformers' forward (None where they do not, saying so)."""
+    lean = LeanLlama(model, plan)
+    if lean.device.type == "cpu":
+        return lean
+    graphed = PaddedLean(lean, graphs=True)
+    agreement = compare_with_transformers(model, graphed)
+    tolerance = FP32_TOLERANCE if lean.dtype == torch.float32 else HALF_TOLERANCE
+    if agreement.within(tolerance):
+        return graphed
+    warnings.warn(f"the lean forward's CUDA-graph passes disagree with transformers' forward (worst row: relative "
+                  f"L2 {agreement.worst_relative_l2:.2e} against {tolerance:.0e}; argmax differs on "
+                  f"{agreement.top1_differs} of {agreement.rows} rows): decoding runs transformers' path, slower",
+                  stacklevel=3)
+    return None
+
+
+def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:
+    """The runtime a loaded ``model`` runs with, registered for it (runtime.runtime_of). ``choose_dtype``:
+    ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py);
+    else ``dtype_reason`` says why its dtype. Kernel plans and precision probes are cached under ``cache``."""
+    def prepared(candidate: nn.Module) -> Runtime:
+        return prepare(candidate, kernels, plan_file=cache / KERNEL_PLANS_FILE)
+
+    if choose_dtype:
+        runtime, choice = choose_cpu_dtype(model, prepared, cache / PRECISION_FILE)
+        dtype_reason = choice.reason
+    else:
+        runtime = prepared(model)
+    invariance = checked_invariance(runtime, cache / PRECISION_FILE) if runtime.forward.exact_rows else None
+    return register(replace(runtime, dtype_reason=dtype_reason, invariance=invariance))

@@ -1,0 +1,256 @@
+"""Which linear kernel runs a model's frozen linears on this machine, chosen by measuring it once.
+
+Three paths that torch ships compute ``x @ W.T + b`` for a frozen weight W [out, in]:
+
+- STOCK: ``F.linear(x, W, b)``, what transformers runs;
+- TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
+- PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``).
+
+Which is fastest depends on the CPU and on the rows (measured on 2-vCPU machines of one workplace: on an
+AMD EPYC with AVX2 PACKED won at every row count, and on an AMD EPYC of family 25 model 17 with AVX-512
+too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
+and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the three on the model's own weights at each of
+``TIMED_ROWS`` rows: all the layers' linears one after the other (as a pass streams them from memory,
+cold), and the LM head alone; ``plan_from`` keeps one path for the layers and one for the head, each the
+fastest summed over a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by
+``MIN_GAIN``. One path whatever the row count: a row must not round differently because of how many
+rows share its pass (docs/method.md). A path may still round one row (or a few) otherwise than the same
+row among others; ``row_floor`` measures the fewest rows from which it does not, and a linear pads a
+smaller pass to that floor.
+
+``cached_plan`` keeps plans in a JSON table (measured.py), keyed by CPU model, ISA flags, threads, torch
+version, dtype and weight shapes (``plan_key``), with the times they were chosen from. A plan timed while
+the machine was busy (a test suite, a Space's first start) can be wrong for an idle one, so a cached plan
+is checked once per process against a quick probe at ``PROBE_ROWS`` and timed again, saying so, where
+the probe finds its path clearly slower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from .device import cpu_info, describe_cpu
+from .measured import measured
+
+STOCK, TRANSPOSED, PACKED = "stock", "transposed", "packed"
+PATHS = (STOCK, TRANSPOSED, PACKED)
+TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
+DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
+MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
+REPEATS = 5
+PLAN_VERSION = "v2"  # v2: one path for every row count (v2 entries stored it once per row bucket: still read)
+MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
+PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
+PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
+FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
+_floors: dict[tuple, int] = {}  # row_floor's measurements in this process
+
+_linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """The path of the layers' linears and the path of the LM head, for every row count."""
+
+    layers: str
+    head: str
+
+    def describe(self) -> str:
+        """e.g. 'layers packed, head stock'."""
+        return f"layers {self.layers}, head {self.head}"
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> KernelPlan:
+        """A plan as ``cached_plan`` stores it; a v2 entry's list of one path per row bucket is read as
+        that path (ValueError where the list mixes paths or names an unknown one)."""
+        def one(stored) -> str:
+            paths = {stored} if isinstance(stored, str) else set(stored)
+            if len(paths) != 1 or not paths <= set(PATHS):
+                raise ValueError(f"not one known path: {stored!r}")
+            return paths.pop()
+
+        return cls(one(entry["layers"]), one(entry["head"]))
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor | None:
+    """The oneDNN-blocked copy of ``weight`` [out, in], or None where this CPU cannot run it
+    (bf16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)."""
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+    except RuntimeError:
+        return None
+
+
+def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+             transposed: torch.Tensor | None, packed: torch.Tensor | None, floor: int = 1) -> torch.Tensor:
+    """x [..., in] -> [..., out] by ``path``; ``transposed`` [in, out] and ``packed`` are the
+    weight's copies for those paths. Fewer than ``floor`` rows run padded to ``floor`` (copies of the
+    last row): below its floor a path may round a row differently (``row_floor``)."""
+    rows = x.numel() // x.shape[-1]
+    if rows < floor:
+        flat = x.reshape(rows, x.shape[-1])
+        padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
+        return run_path(path, padded, weight, bias, transposed, packed)[:rows].reshape(*x.shape[:-1], -1)
+    if path == PACKED:
+        return _linear_pointwise(x, packed, bias, "none", [], "")
+    if path == TRANSPOSED:
+        out = x @ transposed
+        return out + bias if bias is not None else out
+    return F.linear(x, weight, bias)
+
+
+class PlannedLinear:
+    """A frozen weight [out, in] (and bias [out]) run on one path: the path's copy of the weight made
+    once, and passes of fewer rows than the path's floor on this weight padded to it (``row_floor``; on
+    a CPU, where kernels were planned)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, path: str):
+        self.weight, self.bias, self.path = weight, bias, path
+        self.transposed = weight.detach().t().contiguous() if path == TRANSPOSED else None
+        self.packed = pack(weight) if path == PACKED else None
+        self.floor = row_floor(path, weight, bias, self.transposed, self.packed) if weight.device.type == "cpu" else 1
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in] -> [..., out]."""
+        return run_path(self.path, x, self.weight, self.bias, self.transposed, self.packed, self.floor)
+
+
+@torch.inference_mode()
+def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, transposed: torch.Tensor | None,
+              packed: torch.Tensor | None) -> int:
+    """The fewest rows from which ``path`` gives a row bitwise the same result whatever the row count:
+    random rows run in blocks of M (every M in ``FLOOR_BLOCKS``) against the same rows in one block of
+    ``FLOOR_ROWS``; the floor is the least block size from which every tested size agrees. Kernels
+    pick their algorithm by shape (one row: a matrix-vector product; a long reduction: split), so a
+    row alone may round otherwise than among others (docs/method.md). Measured once per weight shape,
+    dtype and path in a process (~0.6 s for a 49152-row head here; 16 rows missed a difference that shows
+    in one row of ten)."""
+    key = (path, tuple(weight.shape), weight.dtype, bias is not None)
+    if key not in _floors:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(FLOOR_ROWS, weight.shape[1], generator=generator).to(weight.dtype)
+        whole = run_path(path, x, weight, bias, transposed, packed)
+        agrees = {size: all(torch.equal(run_path(path, x[start:start + size], weight, bias, transposed, packed),
+                                        whole[start:start + size])
+                            for start in range(0, FLOOR_ROWS - size + 1, size)) for size in FLOOR_BLOCKS}
+        _floors[key] = next((size for size in FLOOR_BLOCKS if all(agrees[s] for s in FLOOR_BLOCKS if s >= size)),
+                            FLOOR_ROWS)
+    return _floors[key]
+
+
+def _median_seconds(runs: dict[str, Callable[[], object]], repeats: int = REPEATS) -> dict[str, float]:
+    """Median wall seconds of each run, interleaved ``repeats`` times after one warm-up round."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for round_index in range(repeats + 1):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            if round_index:
+                times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+def _fastest(seconds: dict[str, float]) -> str:
+    best = min(seconds, key=seconds.get)
+    return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
+
+
+@torch.inference_mode()
+def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS,
+                 rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> dict[str, list]:
+    """Median seconds of each path on these weights at each of ``rows`` rows over ``repeats`` rounds:
+    {"rows": [...], "layers": [per row count {path: seconds}], "head": [...]}; "layers" runs all of them
+    one after the other ({} where there is no weight: a model without a separate head)."""
+    def copies(module):
+        weight = module.weight
+        return (weight, module.bias, weight.t().contiguous() if TRANSPOSED in paths else None,
+                pack(weight) if PACKED in paths else None)
+
+    stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
+    times: dict[str, list] = {"rows": list(rows), **{name: [] for name in stacks}}
+    for count in tqdm(rows, desc="timing this CPU's kernels once (cached)", unit="row count",
+                      disable=len(layers) < MIN_LAYERS_FOR_PROGRESS or tuple(rows) == PROBE_ROWS):
+        for name, stack in stacks.items():
+            inputs = {}
+            for weight, *_ in stack:
+                inputs.setdefault(weight.shape[1], torch.randn(count, weight.shape[1], dtype=weight.dtype))
+
+            def run(path, stack=stack, inputs=inputs):
+                return [run_path(path, inputs[w.shape[1]], w, b, t, p) for w, b, t, p in stack]
+
+            runs = {path: (lambda p=path: run(p)) for path in paths}
+            times[name].append(_median_seconds(runs, repeats) if stack else {})
+    return times
+
+
+def _summed(times: dict[str, list], name: str, rows: Sequence[int]) -> dict[str, float]:
+    """Each path's seconds for ``name`` ("layers" or "head") summed over ``rows`` in a ``kernel_times``
+    table ({} where there was no weight)."""
+    used = [seconds for count, seconds in zip(times["rows"], times[name]) if count in rows and seconds]
+    return {path: sum(seconds[path] for seconds in used) for path in used[0]} if used else {}
+
+
+def plan_from(times: dict[str, list]) -> KernelPlan:
+    """The fastest path for the layers and for the head over a decoding pass's row counts (``DECODE_ROWS``,
+    summed) in a ``kernel_times`` table (STOCK where there was no weight)."""
+    def fastest(name: str) -> str:
+        totals = _summed(times, name, DECODE_ROWS)
+        return _fastest(totals) if totals else STOCK
+
+    return KernelPlan(fastest("layers"), fastest("head"))
+
+
+def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> KernelPlan:
+    return plan_from(kernel_times(layers, head, paths))
+
+
+def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
+    """Where ``probe`` (``kernel_times`` at PROBE_ROWS, summed over them) finds the plan's path for the
+    layers or the head more than PROBE_MARGIN slower than the fastest path, what it found; else None."""
+    for name, path in (("layers", plan.layers), ("head", plan.head)):
+        totals = _summed(probe, name, probe["rows"])
+        if not totals:
+            continue
+        best = min(totals, key=totals.get)
+        if path not in totals or totals[path] > (1 + PROBE_MARGIN) * totals[best]:
+            taken = f"{1000 * totals[path]:.1f} ms" if path in totals else "not available"
+            return f"{name} at {' + '.join(map(str, probe['rows']))} rows: the plan's {path} {taken}, " \
+                   f"{best} {1000 * totals[best]:.1f} ms now"
+    return None
+
+
+def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
+    """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
+    torch's version, the dtype and the weights' shapes."""
+    shapes = sorted({tuple(m.weight.shape) for m in layers}) + ([tuple(head.weight.shape)] if head else [])
+    weights = layers[0].weight if layers else head.weight
+    digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
+    return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, PLAN_VERSION])
+
+
+def cached_plan(path: Path | None, layers: list[nn.Linear], head: nn.Linear | None,
+                paths: Sequence[str] = PATHS) -> KernelPlan:
+    """The plan for these weights on this machine: read from the JSON table ``path`` (checked against a
+    probe once per process, ``probe_disagrees``), or measured over ``paths`` and stored there with its
+    times (also where the entry is unreadable or the probe disagrees). ``path`` None: measured, not kept."""
+    def measure() -> dict:
+        times = kernel_times(layers, head, paths)
+        plan = plan_from(times)
+        return {"layers": plan.layers, "head": plan.head, "seconds": times}
+
+    def check(plan: KernelPlan) -> str | None:
+        return probe_disagrees(plan, kernel_times(layers, head, paths, PROBE_ROWS, PROBE_REPEATS))
+
+    return measured(path, plan_key(layers, head), "kernel plan", measure, KernelPlan.from_entry, check)

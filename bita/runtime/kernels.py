@@ -1,0 +1,98 @@
+"""Our CPU kernels on a transformers model: each frozen linear on the path its kernel plan chose for this
+machine (kernel_plan.py), and attention ours (hf_attention.py).
+
+``F.linear`` on a handful of rows can cost much more than on one (measured on a 2-vCPU AMD EPYC with
+AVX2: a 4-row pass 1.87x a 1-row one, stock), and which alternative helps depends on the CPU: there
+oneDNN-prepacked weights made the product nearly flat in rows; on an Intel Xeon with AVX-512 they slowed
+the 1-row pass by a third. So nothing is assumed: ``apply_kernels`` takes the plan measured on this
+machine (cached) and every linear runs its plan's path, whatever the pass's row count.
+
+``apply_kernels`` gives each plain ``nn.Linear`` instance a ``PlannedForward`` as its ``forward`` (module
+types, parameters and state dicts stay untouched, so HF ``generate``, our AR loop and BiTA all run on it)
+and selects hf_attention.py's attention; ``stock_kernels`` restores both for a while on the same model.
+Gradients never go through a planned path: a call that needs autograd takes ``F.linear`` on the original
+weight, so training computes what it did on stock modules. The lean forward (lean_llama.py) reads the
+plan from the runtime, not from these modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import BitaError
+from .hf_attention import use_exact_attention
+from .kernel_plan import PATHS, STOCK, TRANSPOSED, KernelPlan, PlannedLinear, cached_plan, measure_plan, pack
+
+KERNELS = ("auto", "stock")
+KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the one kernel path measured fastest "
+                "on this machine (measured once, cached), attention is ours (verification rows row-invariant), "
+                "and Llama-family models run a lean forward over a static KV cache (on a GPU: replayed as CUDA "
+                "graphs); stock: transformers' own code and kernels")
+
+
+class PlannedForward:
+    """An ``nn.Linear``'s forward on its planned path: x [..., in] -> [..., out]; ``F.linear`` on the
+    original weight where autograd needs it, and off the CPU."""
+
+    def __init__(self, module: nn.Linear, path: str):
+        self.module, self.planned = module, PlannedLinear(module.weight, module.bias, path)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.module.weight
+        if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+            return F.linear(x, weight, self.module.bias)
+        return self.planned(x)
+
+
+def _packable(module: nn.Module) -> bool:
+    """Plain ``nn.Linear`` (not a subclass such as a bitsandbytes layer) with a CPU float weight."""
+    return type(module) is nn.Linear and module.weight.device.type == "cpu" and module.weight.dtype in (
+        torch.float32, torch.bfloat16)
+
+
+def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
+                  plan: KernelPlan | None = None) -> tuple[KernelPlan | None, bool]:
+    """Install the plan's paths on ``model``'s linears and our attention; return the plan (None: nothing
+    installed, transformers' own kernels run) and whether the attention is now ours (it replaces "sdpa"
+    and "eager" only).
+
+    ``auto`` applies to plain ``nn.Linear`` layers on a CPU in float32 (or bfloat16); it is a no-op on
+    CUDA, for other dtypes and for quantised layers. The plan: ``plan`` as given (tests), else read from
+    or measured into the JSON table ``plan_file`` (None: measured, not kept). ``stock`` changes nothing.
+    The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
+    if kernels not in KERNELS:
+        raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    linears = [m for m in model.modules() if _packable(m)]
+    if kernels == STOCK or not linears:
+        return None, False
+    head = head if head in linears else None
+    layers = [m for m in linears if m is not head]
+    if plan is None:
+        paths = PATHS if torch.backends.mkldnn.is_available() and pack(linears[0].weight) is not None else \
+            (STOCK, TRANSPOSED)
+        plan = cached_plan(plan_file, layers, head, paths) if plan_file else measure_plan(layers, head, paths)
+    for module in linears:
+        module.forward = PlannedForward(module, plan.head if module is head else plan.layers)
+    return plan, use_exact_attention(model, True)
+
+
+@contextmanager
+def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
+    """Run ``model`` on transformers' kernels and attention inside the block (HF ``generate`` as users run it)."""
+    swapped = [m for m in model.modules() if isinstance(vars(m).get("forward"), PlannedForward)]
+    forwards = [vars(m).pop("forward") for m in swapped]
+    ours = use_exact_attention(model, False)
+    try:
+        yield model
+    finally:
+        for module, forward in zip(swapped, forwards):
+            module.forward = forward
+        if ours:
+            use_exact_attention(model, True)
