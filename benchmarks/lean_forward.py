@@ -6,12 +6,13 @@ weights, timed against transformers' own, interleaved in one process.
 The lean forward is bita/runtime/lean_llama.py (QKV and gate/up fused once, RMSNorm and rotary
 written out, a StaticKV written in place, token rows by exact attention, each linear on the path of the
 machine's kernel plan); transformers' side is the same model's own forward over a ``DynamicCache``
-cropped back after each pass, on the same kernel plan and our attention (bita/runtime/transformers_forward.py).
-Both run R rows after a cached ``--context``-token prompt under a tree-like mask (causal, a third of the
-earlier new rows hidden), and both apply the LM head to every row. A third side runs the lean forward at
-fixed shapes, as a CUDA graph would replay it (bita/runtime/padded.py, eagerly here): rows padded to the
-row bucket, attention over the whole cache buffer. First the logits are compared with transformers'; then the median ms per pass of each,
-with the spread.
+cropped back after each pass, on the same kernel plan and our attention
+(bita/runtime/transformers_forward.py). Both run R rows after a cached ``--context``-token prompt under a
+tree-like mask (causal, a third of the earlier new rows hidden), and both apply the LM head to every row.
+A third side runs the lean forward at fixed shapes, as a CUDA graph would replay it
+(bita/runtime/padded.py, eagerly here): rows padded to the row bucket, attention over the whole cache
+buffer. First the logits are compared with transformers'; then the median ms per pass of each, with the
+spread.
 """
 
 import statistics
@@ -54,7 +55,8 @@ def main() -> None:
         cache.crop(-len(rows))
         return logits
 
-    print(f"{loaded.name}, {describe_device(loaded.device)}, {loaded.runtime.describe()}; {args.context}-token context, "
+    print(f"{loaded.name}, {describe_device(loaded.device)}, {loaded.runtime.describe()}; "
+          f"{args.context}-token context, "
           f"{args.rounds} interleaved rounds after one warm-up, median ms (25th-75th percentile)\n")
     names = list(sides)
     print(f"| rows | {' | '.join(names)} | lean / transformers | padded / lean | max logit difference |")

@@ -2,9 +2,9 @@
 of a pass attending by ``exact_attention``, so that models outside the lean forward (Gemma 2/3, Qwen3,
 windowed Mistral and Qwen2, ...) run row-invariant passes too.
 
-``use_exact_attention`` (called by ``apply_kernels``, kernels.py) swaps a model's "sdpa" or "eager" attention
-for the function registered here under ``ROW_INVARIANT[...]``. Called as transformers calls it, it computes what the function it
-replaces computes, except two things:
+``use_exact_attention`` (called by ``apply_kernels``, kernels.py) swaps a model's "sdpa" or "eager"
+attention for the function registered here under ``ROW_INVARIANT[...]``. Called as transformers calls it,
+it computes what the function it replaces computes, except two things:
 
 - under a mask with more than one query row, SDPA's ``enable_gqa`` reads a group's shared key/values in
   place instead of transformers' ``repeat_kv`` copy (identical results);
@@ -87,12 +87,16 @@ for _stock, _replaced, _mask in (("sdpa", _sdpa_shared_kv, sdpa_mask), ("eager",
     AttentionMaskInterface.register(ROW_INVARIANT[_stock], _mask)
 
 
-def use_exact_attention(model: nn.Module, on: bool) -> bool:
-    """Swap ``model``'s "sdpa" or "eager" attention for ours (``on``), or ours back; whether it swapped (other
-    implementations, FlashAttention for one, stay as they are)."""
+def our_attention(model: nn.Module) -> bool:
+    """Whether ``model`` attends with ours (it then attends a pass's layouts by exact_attention)."""
+    config = getattr(model, "config", None)
+    return config is not None and config._attn_implementation in ROW_INVARIANT.values()
+
+
+def use_exact_attention(model: nn.Module, on: bool) -> None:
+    """Swap ``model``'s "sdpa" or "eager" attention for ours (``on``), or ours back; other implementations
+    (FlashAttention, for one) stay as they are."""
     swaps = ROW_INVARIANT if on else {ours: stock for stock, ours in ROW_INVARIANT.items()}
     config = getattr(model, "config", None)
-    if config is None or config._attn_implementation not in swaps:
-        return False
-    model.set_attn_implementation(swaps[config._attn_implementation])
-    return True
+    if config is not None and config._attn_implementation in swaps:
+        model.set_attn_implementation(swaps[config._attn_implementation])

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BitaError
-from .hf_attention import use_exact_attention
+from .hf_attention import our_attention, use_exact_attention
 from .kernel_plan import PATHS, STOCK, TRANSPOSED, KernelPlan, PlannedLinear, cached_plan, measure_plan, pack
 
 KERNELS = ("auto", "stock")
@@ -80,7 +80,8 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         plan = cached_plan(plan_file, layers, head, paths) if plan_file else measure_plan(layers, head, paths)
     for module in linears:
         module.forward = PlannedForward(module, plan.head if module is head else plan.layers)
-    return plan, use_exact_attention(model, True)
+    use_exact_attention(model, True)
+    return plan, our_attention(model)
 
 
 @contextmanager
@@ -88,7 +89,8 @@ def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
     """Run ``model`` on transformers' kernels and attention inside the block (HF ``generate`` as users run it)."""
     swapped = [m for m in model.modules() if isinstance(vars(m).get("forward"), PlannedForward)]
     forwards = [vars(m).pop("forward") for m in swapped]
-    ours = use_exact_attention(model, False)
+    ours = our_attention(model)
+    use_exact_attention(model, False)
     try:
         yield model
     finally:

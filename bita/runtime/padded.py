@@ -3,8 +3,8 @@
 A CUDA graph replays the kernels it recorded on the tensors it recorded, so a pass it can replay
 must have the same shapes and addresses every time. Here a pass of R rows runs as one of
 B = ``ROW_BUCKETS``' next size up (a pass of more rows than the last bucket, a long prompt's prefill, as
-successive passes of the last bucket's rows, each a replay): its embeddings, positions, mask and cache slots are copied into
-buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
+successive passes of the last bucket's rows, each a replay): its embeddings, positions, mask and cache
+slots are copied into buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
 cache is written at a slot tensor (``StaticKV.write_at``) and attention reads the cache's whole
 buffer [capacity] under the mask, so nothing depends on the cache's length. Attention folds the
 query groups into rows (lean_llama.py ``fold_groups``), so SDPA can take a fused backend.

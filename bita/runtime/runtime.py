@@ -61,7 +61,9 @@ class Forward(Protocol):
     def release(self, cache: Cache) -> None: ...
 
     def forward(self, cache: Cache, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
-                ordinary: int) -> torch.Tensor: ...
+                ordinary: int) -> torch.Tensor:
+        """embeds [R, H] at positions [R], appended to ``cache``, seeing allowed [R, cached + R] bool; the first
+        ``ordinary`` rows are tokens, the rest mask rows. Returns last hidden states [R, H]."""
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,8 @@ def test_bita_with_corpus_chains_equals_hf_generate(tiny, corpus_kind, spec):
     corpus = CorpusIndex.build(documents)
     sources = Counter()
     for prompt, reference in zip(prompts, references):
-        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree_of(spec), StopCondition(24, eos), ngram_tokens=3,
-                                  corpus=corpus, corpus_tokens=4))
+        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree_of(spec), StopCondition(24, eos),
+                                  ngram_tokens=3, corpus=corpus, corpus_tokens=4))
         assert emitted(records) == reference
         sources.update(s for r in records for s in r.emitted_sources() if s)
     if corpus_kind == "answers":

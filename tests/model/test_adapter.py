@@ -149,7 +149,8 @@ def hub_cache(root, repo_id: str, folder) -> None:
 
 
 def drafts_of(model, adapter) -> list:
-    steps = bita_steps(runtime_of(model), adapter, [5, 9, 13, 7, 5, 9], parse_tree_spec("efficient:3,2,1"), StopCondition(12))
+    steps = bita_steps(runtime_of(model), adapter, [5, 9, 13, 7, 5, 9], parse_tree_spec("efficient:3,2,1"),
+                       StopCondition(12))
     return [(r.emitted, r.next_drafts) for r in steps]
 
 

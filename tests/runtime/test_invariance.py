@@ -13,7 +13,7 @@ from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
 from bita.model.adapter import BitaAdapter
 from bita.runtime import kernel_plan
-from bita.runtime.hf_attention import use_exact_attention
+from bita.runtime.hf_attention import our_attention, use_exact_attention
 from bita.runtime.invariance import PASS_ROWS, probe_row_invariance
 from bita.runtime.lean_llama import LEAN_TYPES
 from bita.runtime.precision import bf16_hardware
@@ -82,6 +82,7 @@ def test_transformers_stock_attention_is_what_breaks_invariance(dtype, one_threa
     """The same planned Gemma 3 with transformers' SDPA instead of ours: a one-row call takes another path
     than a call of several rows, masked slots change how keys are split, and the probe sees it."""
     runtime = planned("gemma3", False, dtype)
-    assert use_exact_attention(runtime.model, False)
+    use_exact_attention(runtime.model, False)
+    assert not our_attention(runtime.model)
     stock = Runtime(runtime.model, TransformersForward(runtime.model, exact=False), plan=runtime.plan)
     assert not probe_row_invariance(stock).holds

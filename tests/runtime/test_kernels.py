@@ -148,3 +148,13 @@ def test_bfloat16_packs_only_where_this_cpu_can():
         with stock_kernels(model):
             stock = model(input_ids=input_ids).logits.float()
     torch.testing.assert_close(fast, stock, atol=0.1, rtol=0.05)
+
+
+def test_planning_twice_keeps_our_attention():
+    """Kernels installed again on a model that has them (a second load of the same object) still report our
+    attention, so its runtime still attends token rows exactly."""
+    model = planned_model("qwen2", PLANS["packed"])
+    assert apply_kernels(model, "auto", plan=PLANS["packed"]) == (PLANS["packed"], True)
+    with stock_kernels(model):
+        assert model.config._attn_implementation == "sdpa"
+    assert model.config._attn_implementation == ROW_INVARIANT["sdpa"]
