@@ -4,7 +4,9 @@ Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); 
 loop on the loaded model's runtime (its measured kernel plan and forward where they apply: the fair comparison);
 ``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
 ``PLD_TOKENS`` proposed tokens a pass); ``hfc``, BiTA inside HF ``generate`` (``custom_generate``,
-bita/hf.py) on the loaded model's kernels: what ``generate`` adds; ``bita`` on the loaded model's kernels.
+bita/hf.py) on the loaded model's kernels: what ``generate`` adds; ``llamacpp``, llama.cpp decoding the same
+weights in the same precision where llama-cpp-python is installed (llamacpp.py; left out with one line where
+it cannot run); ``bita`` on the loaded model's kernels.
 
 Per prompt the methods run one after another, each timed alone, in an order that rotates
 from prompt to prompt (so no method always runs on a warmer cache); one short warm-up run of
@@ -18,6 +20,7 @@ the same numbers on the CPU, HF prompt lookup draws differently.
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections import Counter
 from collections.abc import Callable
@@ -33,16 +36,18 @@ from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
 from .baselines import float32_twin, run_custom_generate, run_hf
 from .divergence import Divergence, divergence
+from .llamacpp import absent_because, run_llamacpp
 from .suites import BenchPrompt
 
-METHODS = ("hf", "hf32", "hfs", "ar", "pld", "hfc", "bita")
+METHODS = ("hf", "hf32", "hfs", "ar", "pld", "hfc", "llamacpp", "bita")
 BASELINES = METHODS[:-1]
 LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, static cache", "ar": "our AR loop",
-          "pld": "HF prompt lookup", "hfc": "BiTA in HF generate", "bita": "BiTA"}
+          "pld": "HF prompt lookup", "hfc": "BiTA in HF generate", "llamacpp": "llama.cpp", "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
 PLD_TOKENS = 4
 WARMUP_TOKENS = 8
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,9 +82,20 @@ def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: Tre
                           static_cache=method == "hfs")
     if method == "hfc":
         return run_custom_generate(loaded, adapter, plan, prompt_ids, max_new_tokens, sampling)
+    if method == "llamacpp":
+        return run_llamacpp(loaded, prompt_ids, max_new_tokens, sampling)
     if method == "ar":
         return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens, sampling=sampling))
     return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))
+
+
+def runnable(methods: tuple[str, ...], loaded: LoadedModel) -> tuple[str, ...]:
+    """``methods`` without llama.cpp where it cannot run ``loaded`` here, saying why in one line."""
+    why = absent_because(loaded) if "llamacpp" in methods else None
+    if why is None:
+        return methods
+    logger.warning("the bench runs without llama.cpp: %s", why)
+    return tuple(m for m in methods if m != "llamacpp")
 
 
 def check_methods(methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -252,7 +268,7 @@ def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts
               on_result: Callable[[PromptResult], None] | None = None, sampling: Sampling = GREEDY) -> BenchReport:
     """Warm up, then benchmark every prompt with a progress bar showing running tau and speedup;
     greedy, or every run sampled with ``sampling`` (each from a fresh generator seeded alike)."""
-    methods = check_methods(methods)
+    methods = check_methods(runnable(check_methods(methods), loaded))
     if not prompts:
         raise BitaError("no prompts to benchmark")
     warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))

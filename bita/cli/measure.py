@@ -33,7 +33,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        "speed against what a CPU user runs by default), hfs (HF generate with a static cache, "
                        "which it compiles on a GPU), ar (our AR loop, "
                        "loaded kernels), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
-                       "custom_generate), bita; bita and a baseline")
+                       "custom_generate), llamacpp (llama.cpp on the same weights and precision, where "
+                       "llama-cpp-python is installed), bita; bita and a baseline")
     bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     bench.add_argument("--json-out", help="write the full report (every prompt, every method) as JSON here")
     bench.add_argument("--markdown", help="write the tables as Markdown here")

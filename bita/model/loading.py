@@ -159,11 +159,15 @@ def packaged_gguf(name: str) -> Path | None:
                         f"{module.replace('_', '-')}") from None
 
 
+def gguf_of(name: str) -> Path | None:
+    """The GGUF file ``name`` (as ``load_model`` takes it) stands for: the default's, a packaged one's, a
+    local one's; None for a transformers checkpoint or a hub id."""
+    return default_gguf_path() if name == DEFAULT_MODEL else packaged_gguf(name) or gguf_in(name)
+
+
 def model_source(name: str) -> str | Path:
     """What transformers loads for ``name``: the default's or a GGUF's converted checkpoint, else ``name``."""
-    if name == DEFAULT_MODEL:
-        return converted_gguf_dir(default_gguf_path())
-    gguf = packaged_gguf(name) or gguf_in(name)
+    gguf = gguf_of(name)
     return converted_gguf_dir(gguf) if gguf else name
 
 
