@@ -82,10 +82,9 @@ def llama_for(loaded: LoadedModel):
     """llama.cpp's model for ``loaded`` (its GGUF in its dtype, torch's threads), loaded once a process."""
     import llama_cpp
 
-    path = gguf_in_dtype(source_gguf(loaded), loaded.runtime.dtype)
-    key = (str(path), torch.get_num_threads())
+    path, threads = gguf_in_dtype(source_gguf(loaded), loaded.runtime.dtype), torch.get_num_threads()
+    key = (str(path), threads)
     if key not in _loaded:
-        threads = torch.get_num_threads()
         _loaded[key] = llama_cpp.Llama(str(path), n_ctx=loaded.context_limit, n_threads=threads,
                                        n_threads_batch=threads, verbose=False)
     return _loaded[key]

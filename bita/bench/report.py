@@ -268,7 +268,7 @@ def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts
               on_result: Callable[[PromptResult], None] | None = None, sampling: Sampling = GREEDY) -> BenchReport:
     """Warm up, then benchmark every prompt with a progress bar showing running tau and speedup;
     greedy, or every run sampled with ``sampling`` (each from a fresh generator seeded alike)."""
-    methods = check_methods(runnable(check_methods(methods), loaded))
+    methods = check_methods(runnable(methods, loaded))
     if not prompts:
         raise BitaError("no prompts to benchmark")
     warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))

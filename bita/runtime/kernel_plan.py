@@ -28,7 +28,6 @@ the probe finds its path clearly slower.
 from __future__ import annotations
 
 import hashlib
-import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -57,7 +56,6 @@ FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the bloc
 _floors: dict[tuple, int] = {}  # row_floor's measurements in this process
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,8 @@ class LeanLlama:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,
         P, head_dim]) in its first P slots, with room for ``rows`` slots past them (``release`` it after)."""
         cache = self.caches.take()
-        cache.reserve(rows + (prompts[0][0].shape[2] if prompts else 0))
         cache.hold_prompts(list(prompts))
+        cache.reserve(rows)
         return cache
 
     def release(self, cache: StaticKV) -> None:

@@ -179,6 +179,8 @@ class PaddedLean:
         states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
         rows of a pass see only rows before them)."""
         step, start = ROW_BUCKETS[-1], cache.length
+        if embeds.shape[0] <= step:  # every decoding pass: one replay, no concatenation
+            return self._bucket_pass(cache, embeds, positions, allowed)
         return torch.cat([self._bucket_pass(cache, embeds[first:first + step], positions[first:first + step],
                                             allowed[first:first + step, :start + first + step])
                           for first in range(0, embeds.shape[0], step)])

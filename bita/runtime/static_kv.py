@@ -60,8 +60,9 @@ class StaticKV:
 
     def hold_prompts(self, prompts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Put per layer prompt keys and values [1, kv_heads, P, head_dim] in the first P slots of this empty
-        cache (reserved), as its ``base``."""
+        cache, as its ``base``."""
         count = prompts[0][0].shape[2] if prompts else 0
+        self.reserve(count)
         for layer, (keys, values) in enumerate(prompts):
             self.append(layer, keys, values)
         self.advance(count)

@@ -3,32 +3,21 @@ model, e.g. 9a87fe4) against this checkout's (they take the runtime), interleave
 on its own loaded model (SmolLM2, shipped adapter, a 300-token random context, random drafts).
 
     git worktree add /tmp/before 9a87fe4
-    PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2vcpu-epyc-avx512/runtime-refactor/ab_step.py \\
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/results/cpu-2vcpu-epyc-avx512/runtime-refactor/ab_step.py \\
         --before /tmp/before --dtype auto --rounds 60
 
 A record of that change's measurement (the old API it drives is gone from this tree), not a tool to keep.
 """
 import argparse
 import importlib
-import importlib.util
 import statistics
-import sys
 
 import torch
+from ab_passes import code_at
 
-import bita
 from bita.decode.stopping import StopCondition
 
 SPECS = ["chain:1", "efficient:3,2,2/chain-groups"]
-
-
-def package_at(directory: str):
-    spec = importlib.util.spec_from_file_location("bita_before", f"{directory}/bita/__init__.py",
-                                                  submodule_search_locations=[f"{directory}/bita"])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules["bita_before"] = package
-    spec.loader.exec_module(package)
-    return package
 
 
 def side(package, dtype: str, prompt: list[int], before: bool) -> dict:
@@ -64,7 +53,8 @@ def main() -> None:
     args = parser.parse_args()
     generator = torch.Generator().manual_seed(0)
     prompt = torch.randint(100, 49000, (300,), generator=generator).tolist()
-    sides = {"old": side(package_at(args.before), args.dtype, prompt, True), "new": side(bita, args.dtype, prompt, False)}
+    sides = {"old": side(code_at(args.before), args.dtype, prompt, before=True),
+             "new": side(code_at(None), args.dtype, prompt, before=False)}
     times = {(name, entry): [] for name in sides for entry in ["ar"] + SPECS}
     for index in range(args.rounds + 1):
         for name in (["old", "new"] if index % 2 else ["new", "old"]):
@@ -84,8 +74,9 @@ def main() -> None:
     for entry in ["ar"] + SPECS:
         cells = []
         for name in ("old", "new"):
-            quartiles = statistics.quantiles(times[(name, entry)], n=4)
-            cells.append(f"{name} {statistics.median(times[(name, entry)]):.2f} ({quartiles[0]:.2f}-{quartiles[2]:.2f})")
+            values = times[(name, entry)]
+            quartiles = statistics.quantiles(values, n=4)
+            cells.append(f"{name} {statistics.median(values):.2f} ({quartiles[0]:.2f}-{quartiles[2]:.2f})")
         ratio = statistics.median(times[("new", entry)]) / statistics.median(times[("old", entry)])
         print(f"{entry:32s} " + "  ".join(cells) + f"  new/old {ratio:.3f}")
 
