@@ -61,7 +61,16 @@ class Recorded:
 
 def cuda_graph(run: Callable[[], torch.Tensor]) -> Recorded:
     """Record ``run`` (a pass on fixed buffers, returning its output) as a CUDA graph, after two warm-up
-    runs on a side stream, as torch.cuda.graphs' documentation prescribes."""
+    runs on a side stream, as torch.cuda.graphs' documentation prescribes.
+
+    The graph owns every byte it reads, the cuBLAS workspace included: the workspaces are dropped just
+    before the recording, so the one its matrix products get is allocated inside the recording, from the
+    graph's private memory pool (kept while the graph lives), and dropped again after it, so no later
+    work runs on that memory. Otherwise the graph bakes in the address of a workspace that the process
+    shares and that others free: ``torch.compile``'s CUDA graphs (mode "reduce-overhead", which HF
+    ``generate`` uses with a static cache) clear every cuBLAS workspace around each of their recordings
+    and empty the allocator's cache, and a replay of ours then reads freed memory (CUDA error: an illegal
+    memory access; issue 47). torch's own CUDA-graph trees record this way (``clear_cublas_manager``)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -69,8 +78,12 @@ def cuda_graph(run: Callable[[], torch.Tensor]) -> Recorded:
             run()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        output = run()
+    torch._C._cuda_clearCublasWorkspaces()
+    try:
+        with torch.cuda.graph(graph):
+            output = run()
+    finally:
+        torch._C._cuda_clearCublasWorkspaces()
     return Recorded(graph.replay, output)
 
 

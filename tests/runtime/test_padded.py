@@ -196,3 +196,27 @@ def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
     assert [row.nonzero().flatten().tolist() for row in mask[2:]] == [[4], [5]]
     assert buffers.embeds[:2].eq(1).all() and buffers.embeds[2:].eq(0).all()
     assert all(a.equal(b) for a, b in zip(buffers.views(on_host=True), buffers.views()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+def test_recorded_passes_survive_a_compiled_model_beside_them():
+    """Issue 47's crash: graphs recorded first, then a model compiled with torch.compile's CUDA graphs
+    (mode "reduce-overhead", as HF generate compiles with a static cache: it clears every cuBLAS workspace
+    around its recordings and empties the allocator's cache), then our replays: same hidden states as
+    eager passes, no illegal memory access."""
+    model = tiny_model("llama").cuda()
+    graphed, eager = PaddedLean(LeanLlama(model), graphs=True), PaddedLean(LeanLlama(model), graphs=False)
+    caches = graphed.new_cache(), eager.new_cache()
+    weight = torch.randn(256, 256, device="cuda")
+    compiled = torch.compile(lambda x: torch.relu(x @ weight) @ weight, mode="reduce-overhead")
+    for _ in range(3):
+        compiled(torch.randn(8, 256, device="cuda"))
+    torch.cuda.empty_cache()
+    generator = torch.Generator().manual_seed(1)
+    for start, rows in ((0, 5), (5, 1), (6, 12)):
+        embeds = model.get_input_embeddings()(torch.randint(3, 500, (rows,), generator=generator).cuda())
+        allowed = torch.ones(rows, start + rows, dtype=torch.bool, device="cuda").tril(start)
+        positions = torch.arange(start, start + rows, device="cuda")
+        ours, expected = (side.forward(cache, embeds, positions, allowed) for side, cache in zip((graphed, eager), caches))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(ours, expected)

