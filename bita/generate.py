@@ -45,6 +45,11 @@ class RunResult:
     def tokens_per_s(self) -> float:
         return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def pass_seconds(self) -> float:
+        """Of ``seconds``, the model's passes and LM head alone (0 without steps); the rest is host work."""
+        return sum(step.pass_seconds for step in self.steps)
+
 
 def validate_request(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
                      extra_rows: int = 0) -> None:

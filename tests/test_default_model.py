@@ -143,3 +143,17 @@ def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):
     ranks = draft_ranks(records)
     pairs = [(walk_ranks(tree, r)[0], len(records[i + 1].accepted)) for i, r in ranks.items() if i + 1 < len(records)]
     assert len(pairs) >= len(records) - 4 and all(p == a for p, a in pairs)
+
+
+@pytest.mark.parametrize("sampling", [None, Sampling(temperature=0.7, top_p=0.95, seed=0)], ids=["greedy", "sampled"])
+def test_the_walk_on_the_device_is_lossless_on_the_real_model(default_model, adapter, sampling, monkeypatch):
+    """The GPU's verification (tensor operations, one copy back a pass: bita/decode/device_walk.py), run on a
+    CPU: our AR loop's tokens, greedy and sampled, with drafts accepted along the way."""
+    from bita.decode import pass_logits
+
+    monkeypatch.setattr(pass_logits, "on_device", lambda device: True)
+    monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # as on a GPU
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[0]}])
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE, sampling=sampling))
+    assert bita.tokens == collect("ar", default_model, stream_ar(default_model, ids, 48, sampling=sampling)).tokens
+    assert bita.forward_passes < len(bita.tokens)

@@ -60,6 +60,8 @@ class PromptResult:
     identical: bool | None  # BiTA's tokens == the reference's (see reference_of); None only in reports from
     #                         before sampled runs were checked
     seconds: dict[str, float] = field(default_factory=dict)  # method -> wall seconds
+    pass_seconds: dict[str, float] = field(default_factory=dict)  # method with steps -> its passes' seconds
+    passes: dict[str, int] = field(default_factory=dict)  # method with steps -> its forward passes
     tokens: dict[str, int] = field(default_factory=dict)  # method -> new tokens
     same_as_bita: dict[str, bool] = field(default_factory=dict)  # baseline -> its tokens equal BiTA's
     accepted_by_source: dict[str, int] = field(default_factory=dict)  # BiTA's accepted drafts by who proposed them
@@ -124,6 +126,8 @@ def bench_prompt(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prom
                               rounding_dtype=loaded.model.dtype) if sampling.greedy and "hf32" in runs else None)
     return PromptResult(prompt.id, prompt.category, len(prompt_ids), len(bita.tokens), bita.forward_passes,
                         same.get(reference_of(methods)), {m: r.seconds for m, r in runs.items()},
+                        {m: r.pass_seconds for m, r in runs.items() if r.steps},
+                        {m: r.forward_passes for m, r in runs.items() if r.steps},
                         {m: len(r.tokens) for m, r in runs.items()}, same, dict(sources), _as_dict(parted),
                         _as_dict(parted_fp32))
 
@@ -156,6 +160,19 @@ def tokens_per_s(results: list[PromptResult], method: str) -> float:
     return sum(r.tokens[method] for r in results) / max(1e-9, sum(r.seconds[method] for r in results))
 
 
+def ms_per_step(results: list[PromptResult], method: str) -> dict[str, float] | None:
+    """``method``'s mean milliseconds a step over ``results``: its pass and LM head (``pass``), and the rest of
+    its wall time (``host``: drafts, tree, verification walk, cache compaction, stopping, Python); None for a
+    method without steps (HF generate, llama.cpp) or from a report before steps were timed."""
+    timed = [r for r in results if method in r.passes]
+    passes = sum(r.passes[method] for r in timed)
+    if not timed or not passes:
+        return None
+    pass_seconds = sum(r.pass_seconds[method] for r in timed)
+    return {"pass": 1000 * pass_seconds / passes, "host": 1000 * (sum(r.seconds[method] for r in timed)
+                                                               - pass_seconds) / passes}
+
+
 def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
     """Totals over ``results``: tau (tokens per BiTA pass), tokens/s per method, BiTA's speedup
     over each baseline (ratio of totals) with its spread over prompts (25th-75th percentile of
@@ -178,6 +195,7 @@ def summarize(results: list[PromptResult], methods: tuple[str, ...]) -> dict:
         "speedup_vs": {m: rate["bita"] / max(1e-9, rate[m]) for m in baselines},
         "speedup_spread": {m: spread([tokens_per_s([r], "bita") / max(1e-9, tokens_per_s([r], m)) for r in results])
                            for m in baselines},
+        "ms_per_step": {m: step for m in methods if (step := ms_per_step(results, m)) is not None},
         "speedup": rate["bita"] / max(1e-9, rate[headline_of(methods)]),
         "baseline": LABELS[headline_of(methods)],
     }
@@ -229,8 +247,11 @@ class BenchReport:
                          + (f" | {s['identical']}/{s['total']} |" if checked else " |"))
         sources = ", ".join(f"{name} {count}" for name, count in sorted(summary["accepted_by_source"].items(),
                                                                         key=lambda item: -item[1]))
+        steps = "; ".join(f"{LABELS[m]} {step['pass']:.2f} + {step['host']:.2f}"
+                          for m, step in summary.get("ms_per_step", {}).items())
         return "\n".join([*lines, "", self.identity_note(summary), "",
-                          f"Accepted drafts by who proposed them: {sources or 'none'}."]) + "\n"
+                          f"Accepted drafts by who proposed them: {sources or 'none'}."]
+                          + ([f"Milliseconds a step, pass and LM head + host work: {steps}."] if steps else [])) + "\n"
 
     def identity_note(self, summary: dict) -> str:
         if summary["identical"] is None:

@@ -15,16 +15,17 @@ from .stopping import StopCondition
 
 
 @torch.inference_mode()
-def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampling, noise: RaceNoise | None) -> int:
+def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampling,
+             noise: RaceNoise | None) -> tuple[int, float]:
     """Feed ``tokens`` after the cache; return the next token (argmax, or the race winner of p with
     ``noise``'s vector for its position: what ``torch.multinomial`` draws), causal over the cache, on the
-    runtime BiTA's passes run on."""
+    runtime BiTA's passes run on, and the seconds of the pass and LM head alone."""
     input_ids = torch.tensor(tokens, device=runtime.device)
     rows, cached = len(tokens), cache.get_seq_length()
     allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
-    hidden = runtime.run(cache, runtime.model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows),
-                         allowed)
-    return next_token(runtime.logits(hidden[-1:])[0], sampling, noise, cached + rows)
+    logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(runtime.run(
+        cache, runtime.model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
+    return next_token(logits[0], sampling, noise, cached + rows), pass_seconds
 
 
 def ar_steps(runtime: Runtime, prompt_ids: list[int], stop: StopCondition,
@@ -37,9 +38,11 @@ def ar_steps(runtime: Runtime, prompt_ids: list[int], stop: StopCondition,
     feed, position, index, finish = list(prompt_ids), 0, 0, None
     try:
         while finish is None:
-            token, seconds = timed(runtime.device, lambda: _ar_pass(runtime, cache, feed, sampling, noise))
+            (token, pass_seconds), seconds = timed(runtime.device, lambda: _ar_pass(runtime, cache, feed, sampling,
+                                                                                     noise))
             record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
-                                rows=len(feed), bonus=token, seconds=seconds, sampled=not sampling.greedy)
+                                rows=len(feed), bonus=token, seconds=seconds, pass_seconds=pass_seconds,
+                                sampled=not sampling.greedy)
             record.emitted, record.finish = stop.take([token])
             finish = record.finish
             yield record

@@ -17,6 +17,7 @@ from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import ROOT, DraftTree
 from ..drafts.trie import PassTrie
 from ..runtime.runtime import Runtime
+from .device_walk import on_device, walk_on_device
 from .masks import PassLayout
 from .sampling import Sampling
 from .verify import RowNoise, Verification, verify_greedy, verify_sampling
@@ -72,42 +73,19 @@ def pass_logits(runtime: Runtime, hidden: torch.Tensor, layout: PassLayout, veri
     return PassLogits(logits[:verified], lambda group: every[group], every)
 
 
-def fused_readback(device: torch.device) -> bool:
-    """Whether a greedy pass brings back its argmax and every group's drafts in one copy: on a GPU,
-    where each copy back waits for the device; on a CPU the chosen group's alone is cheaper."""
-    return device.type == "cuda"
-
-
-def drafts_on_demand(group_logits: Callable[[int], torch.Tensor], k: int) -> Callable[[int], Drafts]:
-    """A group's top-``k`` drafts by its index, computed when asked (one group's softmax)."""
-    return lambda group: drafts_from(group_logits(group), k)
-
-
-def read_greedy(logits: PassLogits, k: int) -> tuple[list[int], Callable[[int], Drafts]]:
-    """The argmax of each verified row, and a function giving a group's top-``k`` drafts by index. With
-    ``fused_readback`` and every group's logits at hand, both come back in one copy (ids as float64,
-    exact); else the argmax now and a group's drafts when asked."""
-    argmax = logits.verified.argmax(-1)
-    if logits.every is None or not fused_readback(logits.verified.device):
-        return argmax.tolist(), drafts_on_demand(logits.group, k)
-    top = torch.softmax(logits.every, dim=-1).topk(k, dim=-1)  # [G, depth, k]
-    packed = torch.cat([argmax.double(), top.indices.flatten().double(), top.values.flatten().double()]).cpu()
-    count, shape = argmax.numel(), top.indices.shape
-    tokens = packed[count:count + top.indices.numel()].long().view(shape)
-    probs = packed[count + top.indices.numel():].to(top.values.dtype).view(shape)
-    return packed[:count].long().tolist(), lambda group: Drafts(tokens[group], probs[group])
-
-
 def judge(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
           sampling: Sampling, noise: RowNoise | None) -> tuple[Verification, Drafts | None]:
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
-    pass: the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none."""
+    pass: the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none.
+    On a GPU (``device_walk.on_device``) the walk runs there and its verdict and drafts come back in one copy."""
+    if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
+        verdict, drafts = walk_on_device(trie.tree, trie.tokens, logits.verified,
+                                         logits.every if tree.depth else None, tree.max_rank, sampling, noise)
+        return verdict, Drafts(*drafts) if drafts is not None else None
     if sampling.greedy:
-        argmax, group_drafts = read_greedy(logits, tree.max_rank)
-        verdict = verify_greedy(trie.tree, trie.tokens, argmax)
+        verdict = verify_greedy(trie.tree, trie.tokens, logits.verified.argmax(-1).tolist())
     else:
         verdict = verify_sampling(trie.tree, trie.tokens, logits.verified, sampling, noise)
-        group_drafts = drafts_on_demand(logits.group, tree.max_rank)
     carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
-    return verdict, group_drafts(layout.group_of(verdict.last)) if carries_group else None
+    return verdict, drafts_from(logits.group(layout.group_of(verdict.last)), tree.max_rank) if carries_group else None

@@ -50,6 +50,8 @@ class StepRecord:
     emitted: tokens this pass adds to the output (accepted + bonus, cut at a stop).
     next_drafts: per depth, (token, prob) candidates drafted for the next pass.
     seconds: wall time of the forward pass and its verification (device-synchronised).
+    pass_seconds: of ``seconds``, the model's pass and LM head alone (device-synchronised): the rest is host
+        work (drafts, tree, verification walk, cache compaction, records).
     finish: "eos" | "stop" | "length" once generation ends at this pass, else None.
     sampled: the pass sampled (temperature > 0): each accepted draft and the bonus won the race at
         their row (argmax of the model's probabilities over their position's random vector: what AR
@@ -69,6 +71,7 @@ class StepRecord:
     emitted: list[int] = field(default_factory=list)
     next_drafts: list[list[tuple[int, float]]] = field(default_factory=list)
     seconds: float = 0.0
+    pass_seconds: float = 0.0
     finish: str | None = None
     attention: torch.Tensor | None = None
     row_kinds: list[str] | None = None

@@ -116,14 +116,14 @@ def prefill(request: Request, prompt_ids: list[int], cache: Cache) -> tuple[Deco
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
-        hidden = forward_layout(runtime, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)
-        logits = runtime.logits(hidden[chain - 1:])  # the last prompt row, then the group
+        logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(forward_layout(
+            runtime, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)[chain - 1:]))  # last row, group
         bonus = next_token(logits[0], request.sampling, request.noise, chain)
         drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         cache.keep(adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
                             bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
-                            sampled=not request.sampling.greedy)
+                            sampled=not request.sampling.greedy, pass_seconds=pass_seconds)
         attach_attention(record, layout, adapter.n_prompt, 0, request.record_attention)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(runtime, run)
@@ -141,15 +141,16 @@ def tree_step(request: Request, state: DecodeState, index: int, ngram: Sequence[
         candidates = draft_candidates(request, state.drafts, ngram, corpus)
         trie = candidates.trie
         layout = decode_layout(trie.tree, request.tree.depth, 1)
-        hidden = forward_layout(runtime, adapter, state.cache, layout, torch.tensor([state.root, *trie.tokens]),
-                                length, length)
+        logits, pass_seconds = timed(runtime.device, lambda: pass_logits(runtime, forward_layout(
+            runtime, adapter, state.cache, layout, torch.tensor([state.root, *trie.tokens]), length, length),
+            layout, 1 + trie.tree.size))
         noise = None if request.sampling.greedy else request.coupling(request.noise, trie.tree, length + 1)
-        verdict, next_drafts = judge(trie, layout, pass_logits(runtime, hidden, layout, 1 + trie.tree.size),
-                                     request.tree, request.sampling, noise)
+        verdict, next_drafts = judge(trie, layout, logits, request.tree, request.sampling, noise)
         state.cache.keep(adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
         record = tree_record(index=index, position=length, root=state.root, candidates=candidates, verdict=verdict,
                              next_drafts=next_drafts.as_lists() if next_drafts else [], rows=layout.rows,
                              n_prompt=adapter.n_prompt, sampled=not request.sampling.greedy)
+        record.pass_seconds = pass_seconds
         attach_attention(record, layout, adapter.n_prompt, length, request.record_attention)
         return DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts), record
     return _timed_record(runtime, run)

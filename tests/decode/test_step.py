@@ -11,6 +11,7 @@ from conftest import VOCAB, random_prompts
 
 from bita.decode import pass_logits
 from bita.decode.masks import decode_layout
+from bita.decode.sampling import GREEDY, Sampling
 from bita.decode.step import bita_steps, forward_layout, new_cache
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 from bita.model.adapter import BitaAdapter
@@ -138,9 +139,10 @@ def test_one_head_call_on_a_gpu_and_on_a_cpu_up_to_16_group_rows_gives_the_same_
     assert split.every is None and torch.equal(shared.every[1], shared.group(1))  # every group's, from one call
 
 
-def test_a_fused_readback_gives_the_same_passes_as_one_copy_per_result(monkeypatch):
-    """On a GPU a greedy pass brings back its argmax and every group's drafts in one copy; run on a
-    CPU, that path emits, accepts and drafts what the ordinary one does."""
+@pytest.mark.parametrize("sampling", [GREEDY, Sampling(temperature=0.8, top_p=0.9, seed=4)], ids=["greedy", "sampled"])
+def test_the_walk_on_the_device_gives_the_same_passes_as_the_walk_in_python(monkeypatch, sampling):
+    """On a GPU the walk runs as tensor operations with one copy back a pass (device_walk.py); run on a CPU,
+    that path emits, accepts and drafts what the walk in Python does, greedy and sampled."""
     from conftest import tiny_model
 
     from bita.decode.stopping import StopCondition
@@ -150,14 +152,15 @@ def test_a_fused_readback_gives_the_same_passes_as_one_copy_per_result(monkeypat
     prompt, tree = random_prompts(1, seed=6)[0], parse_tree_spec("efficient:3,2,2")
 
     def passes():
-        return list(bita_steps(runtime_of(model), adapter, prompt, tree, StopCondition(24), ngram_tokens=2))
+        return list(bita_steps(runtime_of(model), adapter, prompt, tree, StopCondition(24), ngram_tokens=2,
+                               sampling=sampling))
 
     plain = passes()
-    fused = []
-    monkeypatch.setattr(pass_logits, "fused_readback", lambda device: fused.append(device) or True)
+    on_device = []
+    monkeypatch.setattr(pass_logits, "on_device", lambda device: on_device.append(device) or True)
     monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # as on a GPU: every group's logits
     again = passes()
-    assert len(fused) == len(again) - 1  # every tree pass took the one-copy path
+    assert len(on_device) == len(again) - 1  # every tree pass took the device's walk
     assert [(r.emitted, r.accepted) for r in again] == [(r.emitted, r.accepted) for r in plain]
     for ours, theirs in zip(again, plain):
         assert [[t for t, _ in depth] for depth in ours.next_drafts] == [[t for t, _ in d] for d in theirs.next_drafts]
