@@ -40,10 +40,11 @@ from torch import nn
 from tqdm import tqdm
 
 from .device import cpu_info, describe_cpu
+from . import native
 from .measured import measured
 
-STOCK, TRANSPOSED, PACKED = "stock", "transposed", "packed"
-PATHS = (STOCK, TRANSPOSED, PACKED)
+STOCK, TRANSPOSED, PACKED, NATIVE = "stock", "transposed", "packed", "native"
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
@@ -91,21 +92,31 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-             transposed: torch.Tensor | None, packed: torch.Tensor | None, floor: int = 1) -> torch.Tensor:
-    """x [..., in] -> [..., out] by ``path``; ``transposed`` [in, out] and ``packed`` are the
-    weight's copies for those paths. Fewer than ``floor`` rows run padded to ``floor`` (copies of the
-    last row): below its floor a path may round a row differently (``row_floor``)."""
+def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
+    """The copy of ``weight`` [out, in] that ``path`` reads, made once: TRANSPOSED [in, out] contiguous, PACKED
+    oneDNN's blocked layout, NATIVE native.py's tiles; None for STOCK (the weight itself)."""
+    if path == TRANSPOSED:
+        return weight.detach().t().contiguous()
+    return pack(weight) if path == PACKED else native.pack(weight) if path == NATIVE else None
+
+
+def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None,
+             floor: int = 1) -> torch.Tensor:
+    """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``. Fewer than ``floor`` rows
+    run padded to ``floor`` (copies of the last row): below its floor a path may round a row differently
+    (``row_floor``)."""
     rows = x.numel() // x.shape[-1]
     if rows < floor:
         flat = x.reshape(rows, x.shape[-1])
         padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
-        return run_path(path, padded, weight, bias, transposed, packed)[:rows].reshape(*x.shape[:-1], -1)
+        return run_path(path, padded, weight, bias, copy)[:rows].reshape(*x.shape[:-1], -1)
     if path == PACKED:
-        return _linear_pointwise(x, packed, bias, "none", [], "")
+        return _linear_pointwise(x, copy, bias, "none", [], "")
     if path == TRANSPOSED:
-        out = x @ transposed
+        out = x @ copy
         return out + bias if bias is not None else out
+    if path == NATIVE:
+        return native.linear(x, copy, bias, weight.shape[0])
     return F.linear(x, weight, bias)
 
 
@@ -116,18 +127,16 @@ class PlannedLinear:
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, path: str):
         self.weight, self.bias, self.path = weight, bias, path
-        self.transposed = weight.detach().t().contiguous() if path == TRANSPOSED else None
-        self.packed = pack(weight) if path == PACKED else None
-        self.floor = row_floor(path, weight, bias, self.transposed, self.packed) if weight.device.type == "cpu" else 1
+        self.copy = weight_copy(path, weight)
+        self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" else 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> [..., out]."""
-        return run_path(self.path, x, self.weight, self.bias, self.transposed, self.packed, self.floor)
+        return run_path(self.path, x, self.weight, self.bias, self.copy, self.floor)
 
 
 @torch.inference_mode()
-def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, transposed: torch.Tensor | None,
-              packed: torch.Tensor | None) -> int:
+def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None) -> int:
     """The fewest rows from which ``path`` gives a row bitwise the same result whatever the row count:
     random rows run in blocks of M (every M in ``FLOOR_BLOCKS``) against the same rows in one block of
     ``FLOOR_ROWS``; the floor is the least block size from which every tested size agrees. Kernels
@@ -139,8 +148,8 @@ def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, transp
     if key not in _floors:
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(FLOOR_ROWS, weight.shape[1], generator=generator).to(weight.dtype)
-        whole = run_path(path, x, weight, bias, transposed, packed)
-        agrees = {size: all(torch.equal(run_path(path, x[start:start + size], weight, bias, transposed, packed),
+        whole = run_path(path, x, weight, bias, copy)
+        agrees = {size: all(torch.equal(run_path(path, x[start:start + size], weight, bias, copy),
                                         whole[start:start + size])
                             for start in range(0, FLOOR_ROWS - size + 1, size)) for size in FLOOR_BLOCKS}
         _floors[key] = next((size for size in FLOOR_BLOCKS if all(agrees[s] for s in FLOOR_BLOCKS if s >= size)),
@@ -172,9 +181,7 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequenc
     {"rows": [...], "layers": [per row count {path: seconds}], "head": [...]}; "layers" runs all of them
     one after the other ({} where there is no weight: a model without a separate head)."""
     def copies(module):
-        weight = module.weight
-        return (weight, module.bias, weight.t().contiguous() if TRANSPOSED in paths else None,
-                pack(weight) if PACKED in paths else None)
+        return module.weight, module.bias, {path: weight_copy(path, module.weight) for path in paths}
 
     stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
     times: dict[str, list] = {"rows": list(rows), **{name: [] for name in stacks}}
@@ -186,7 +193,7 @@ def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequenc
                 inputs.setdefault(weight.shape[1], torch.randn(count, weight.shape[1], dtype=weight.dtype))
 
             def run(path, stack=stack, inputs=inputs):
-                return [run_path(path, inputs[w.shape[1]], w, b, t, p) for w, b, t, p in stack]
+                return [run_path(path, inputs[w.shape[1]], w, b, copy[path]) for w, b, copy in stack]
 
             runs = {path: (lambda p=path: run(p)) for path in paths}
             times[name].append(_median_seconds(runs, repeats) if stack else {})
@@ -229,13 +236,13 @@ def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
     return None
 
 
-def plan_key(layers: list[nn.Linear], head: nn.Linear | None) -> str:
+def plan_key(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> str:
     """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
-    torch's version, the dtype and the weights' shapes."""
+    torch's version, the dtype, the weights' shapes and the paths it chose among."""
     shapes = sorted({tuple(m.weight.shape) for m in layers}) + ([tuple(head.weight.shape)] if head else [])
     weights = layers[0].weight if layers else head.weight
     digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
-    return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, PLAN_VERSION])
+    return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, "+".join(paths), PLAN_VERSION])
 
 
 def cached_plan(path: Path | None, layers: list[nn.Linear], head: nn.Linear | None,
@@ -251,4 +258,4 @@ def cached_plan(path: Path | None, layers: list[nn.Linear], head: nn.Linear | No
     def check(plan: KernelPlan) -> str | None:
         return probe_disagrees(plan, kernel_times(layers, head, paths, PROBE_ROWS, PROBE_REPEATS))
 
-    return measured(path, plan_key(layers, head), "kernel plan", measure, KernelPlan.from_entry, check)
+    return measured(path, plan_key(layers, head, paths), "kernel plan", measure, KernelPlan.from_entry, check)

@@ -17,6 +17,7 @@ plan from the runtime, not from these modules.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +28,13 @@ from torch import nn
 
 from ..errors import BitaError
 from .hf_attention import our_attention, use_exact_attention
-from .kernel_plan import PATHS, STOCK, TRANSPOSED, KernelPlan, PlannedLinear, cached_plan, measure_plan, pack
+from . import native
+from .kernel_plan import NATIVE, PACKED, STOCK, TRANSPOSED, KernelPlan, PlannedLinear, cached_plan, measure_plan, pack
 
 KERNELS = ("auto", "stock")
+NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine
+logger = logging.getLogger(__name__)
+_said: set[str] = set()  # why the native path cannot run, said once a process
 KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the one kernel path measured fastest "
                 "on this machine (measured once, cached), attention is ours (verification rows row-invariant), "
                 "and Llama-family models run a lean forward over a static KV cache (on a GPU: replayed as CUDA "
@@ -56,6 +61,22 @@ def _packable(module: nn.Module) -> bool:
         torch.float32, torch.bfloat16)
 
 
+def offered_paths(weight: torch.Tensor, native_folder: Path | None) -> tuple[str, ...]:
+    """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
+    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype; where the
+    native path cannot run, one line (logged once) says why."""
+    paths = [STOCK, TRANSPOSED]
+    if torch.backends.mkldnn.is_available() and pack(weight) is not None:
+        paths.append(PACKED)
+    why = native.unavailable(native_folder)
+    if why is None and weight.dtype in native.DTYPES:
+        paths.append(NATIVE)
+    elif why is not None and why not in _said:
+        _said.add(why)
+        logger.warning("%s; the kernel plan chooses among %s", why, ", ".join(paths))
+    return tuple(paths)
+
+
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
                   plan: KernelPlan | None = None) -> tuple[KernelPlan | None, bool]:
     """Install the plan's paths on ``model``'s linears and our attention; return the plan (None: nothing
@@ -75,8 +96,7 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     head = head if head in linears else None
     layers = [m for m in linears if m is not head]
     if plan is None:
-        paths = PATHS if torch.backends.mkldnn.is_available() and pack(linears[0].weight) is not None else \
-            (STOCK, TRANSPOSED)
+        paths = offered_paths(linears[0].weight, plan_file.parent / NATIVE_FOLDER if plan_file else None)
         plan = cached_plan(plan_file, layers, head, paths) if plan_file else measure_plan(layers, head, paths)
     for module in linears:
         module.forward = PlannedForward(module, plan.head if module is head else plan.layers)

@@ -115,9 +115,9 @@ class LeanLlama:
         self.caches.give_back(cache)
 
     def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """transformers' LlamaRMSNorm, same operations in the same order."""
-        variance = x.float().pow(2).mean(-1, keepdim=True)
-        return weight * (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype)
+        """transformers' LlamaRMSNorm, same operations in the same order (x cast to float once)."""
+        wide = x.float()
+        return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
     def grow_rotary(self, positions: int) -> None:
         """Make the rotary table cover positions 0 .. ``positions`` - 1, in whole blocks of ``ROTARY_BLOCK``
@@ -181,10 +181,12 @@ class LeanLlama:
         mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
-            q, k, v = qkv(self.rms(x, norm_in)).split([q_size, kv_size, kv_size], -1)
-            q = self.rotate(q.view(rows, self.heads, self.head_dim), cos, sin)  # [R, heads, d]
-            k = self.rotate(k.view(rows, self.kv_heads, self.head_dim), cos, sin).transpose(0, 1)[None]
-            keys, values = write(index, k, v.view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None])
+            projected = qkv(self.rms(x, norm_in))  # [R, q_size + 2 kv_size]: queries, keys, values
+            rotated = self.rotate(projected[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads,
+                                                                       self.head_dim), cos, sin)  # queries and keys
+            q, k = rotated[:, :self.heads], rotated[:, self.heads:].transpose(0, 1)[None]  # [R, heads, d]
+            v = projected[:, q_size + kv_size:].view(rows, self.kv_heads, self.head_dim)
+            keys, values = write(index, k, v.transpose(0, 1)[None])
             if fold_groups:  # [R, kv_heads x G, d] -> [1, kv_heads, G x R, d]: head h = kv head h // G
                 q = q.view(rows, self.kv_heads, groups, self.head_dim).permute(1, 2, 0, 3).reshape(
                     1, self.kv_heads, groups * rows, self.head_dim)

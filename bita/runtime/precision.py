@@ -24,7 +24,8 @@ from .invariance import Invariance, probe_row_invariance
 from .measured import measured
 from .runtime import Runtime
 
-INVARIANCE_VERSION = "v3"  # v2: linears padded to their measured row floor; v3: transformers' path probed too
+INVARIANCE_VERSION = "v4"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
+#                             v4: a probe keyed by its runtime (kernel paths included), the native path offered
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 
@@ -35,19 +36,21 @@ def bf16_hardware() -> bool:
     return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
-def model_key(model: nn.Module, what: str) -> str:
-    """What a cached probe or choice depends on: this CPU, torch, the model's dtype and shapes."""
+def model_key(model: nn.Module, what: str, runtime_key: str = "") -> str:
+    """What a cached probe or choice depends on: this CPU, torch, the model's dtype and shapes (and for a probe,
+    its runtime's key: the forward and kernel paths whose arithmetic it checked)."""
     config = model.config.get_text_config()
     shapes = [getattr(config, name, None) for name in ("model_type", "hidden_size", "intermediate_size",
                                                        "num_hidden_layers", "num_attention_heads",
                                                        "num_key_value_heads", "vocab_size")]
     dtype = model.get_input_embeddings().weight.dtype
-    return "|".join([what, describe_cpu(), torch.__version__, str(dtype), str(shapes), INVARIANCE_VERSION])
+    return "|".join([what, describe_cpu(), torch.__version__, str(dtype), str(shapes), runtime_key,
+                     INVARIANCE_VERSION])
 
 
 def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
     """The row-invariance probe of ``runtime``'s passes, cached in the JSON table ``path``."""
-    return measured(path, model_key(runtime.model, "row-invariance"), "row-invariance probe",
+    return measured(path, model_key(runtime.model, "row-invariance", runtime.key), "row-invariance probe",
                     lambda: asdict(probe_row_invariance(runtime)), lambda entry: Invariance(**entry))
 
 

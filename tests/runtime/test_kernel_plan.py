@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from bita.runtime import kernel_plan, measured
+from bita.runtime import kernel_plan, measured, native
 from bita.runtime.kernel_plan import (
+    NATIVE,
     PACKED,
     PATHS,
     STOCK,
@@ -16,9 +17,9 @@ from bita.runtime.kernel_plan import (
     KernelPlan,
     cached_plan,
     measure_plan,
-    pack,
     row_floor,
     run_path,
+    weight_copy,
 )
 
 
@@ -43,11 +44,13 @@ def test_another_path_replaces_stock_only_when_clearly_faster():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_every_path_computes_the_linear(path):
+    if path == NATIVE and native.unavailable():
+        pytest.skip(native.unavailable())
     torch.manual_seed(0)
     linear = nn.Linear(24, 40)
     x = torch.randn(3, 5, 24)
     with torch.inference_mode():
-        out = run_path(path, x, linear.weight, linear.bias, linear.weight.t().contiguous(), pack(linear.weight))
+        out = run_path(path, x, linear.weight, linear.bias, weight_copy(path, linear.weight))
     torch.testing.assert_close(out, linear(x), atol=1e-5, rtol=1e-5)
 
 
@@ -65,11 +68,11 @@ def test_a_path_below_its_floor_runs_padded_and_gives_the_rows_it_gives_among_ot
 
     monkeypatch.setattr(kernel_plan.F, "linear", lone_rows_differ)
     monkeypatch.setattr(kernel_plan, "_floors", {})
-    assert row_floor(STOCK, weight, None, None, None) == 2
+    assert row_floor(STOCK, weight, None, None) == 2
     x = torch.randn(5, 300)
-    among = run_path(STOCK, x, weight, None, None, None)
-    assert not all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None, None), among[i:i + 1]) for i in range(5))
-    assert all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None, None, floor=2), among[i:i + 1])
+    among = run_path(STOCK, x, weight, None, None)
+    assert not all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None), among[i:i + 1]) for i in range(5))
+    assert all(torch.equal(run_path(STOCK, x[i:i + 1], weight, None, None, floor=2), among[i:i + 1])
                for i in range(5))
 
 

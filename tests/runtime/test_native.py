@@ -1,0 +1,53 @@
+"""The native kernel path (bita/runtime/native.py, native_linear.c): the linear it computes, a row's result the
+same whatever the pass's row count, and one clear reason where it cannot be built."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bita.runtime import native
+from bita.runtime.kernel_plan import NATIVE, row_floor, run_path, weight_copy
+
+needs_native = pytest.mark.skipif(native.unavailable() is not None, reason=str(native.unavailable()))
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("out_features", "in_features"), [(40, 24), (33, 7), (96, 130), (5, 1)])
+def test_the_native_path_computes_the_linear(dtype, out_features, in_features):
+    """Shapes off the kernel's tile (32 outputs) and pairs (odd inputs), with a bias, 0 to 13 rows."""
+    generator = torch.Generator().manual_seed(out_features)
+    weight = torch.randn(out_features, in_features, generator=generator).to(dtype)
+    bias = torch.randn(out_features, generator=generator).to(dtype)
+    packed = native.pack(weight)
+    for rows in (0, 1, 2, 6, 7, 13):
+        x = torch.randn(rows, in_features, generator=generator).to(dtype)
+        expected = F.linear(x.double(), weight.double(), bias.double())
+        out = native.linear(x, packed, bias, out_features)
+        assert out.dtype == dtype and out.shape == (rows, out_features)
+        tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(out.double(), expected, atol=tolerance * in_features ** 0.5, rtol=tolerance)
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_rows_result_does_not_depend_on_the_passs_other_rows(dtype):
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(200, 576, generator=generator).to(dtype)
+    x = torch.randn(64, 576, generator=generator).to(dtype)
+    copy = weight_copy(NATIVE, weight)
+    whole = run_path(NATIVE, x, weight, None, copy)
+    for size in (1, 2, 5, 7, 13):
+        for start in range(0, 64 - size + 1, size):
+            assert torch.equal(run_path(NATIVE, x[start:start + size], weight, None, copy), whole[start:start + size])
+    assert row_floor(NATIVE, weight, None, copy) == 1
+
+
+def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_library", None)
+    monkeypatch.setattr(native, "_failure", None)
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    assert native.unavailable(tmp_path) == "the native kernel could not be built: no C compiler found (cc, gcc or " \
+                                           "clang; or set CC)"
+    assert native.pack(torch.randn(4, 4)) is None
