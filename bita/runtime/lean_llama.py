@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .exact_attention import ExactLayout, exact_attention, exact_layout
+from . import native
 from .kernel_plan import STOCK, KernelPlan, PlannedLinear
 from .static_kv import CachePool, StaticKV
 
@@ -72,11 +73,12 @@ class FusedLinear(PlannedLinear):
 
 class LeanLlama:
     """The decoder stack of a Llama-family ``model`` (embedding and LM head stay the model's), its linears
-    on ``plan``'s layer path (None: STOCK)."""
+    on ``plan``'s layer path (None: STOCK); its rows attend by native.py's attention where it runs here
+    (``native_attention``: every row, row-invariant by construction), else its token rows by exact_attention
+    and its mask rows by SDPA."""
 
-    kind = "lean"
     buckets = ()  # every pass runs its own rows
-    exact_rows = True  # a pass's token rows attend by exact_attention
+    exact_rows = True  # a pass's token rows attend row-invariantly
 
     def __init__(self, model: nn.Module, plan: KernelPlan | None = None):
         config = model.config
@@ -96,11 +98,17 @@ class LeanLlama:
                                 FusedLinear([mlp.gate_proj, mlp.up_proj], path), FusedLinear([mlp.down_proj], path)))
         self.norm = model.model.norm.weight
         self.dtype, self.device = self.norm.dtype, self.norm.device
+        self.native_attention = self.device.type == "cpu" and native.attention_unsupported(
+            self.heads, self.kv_heads, self.head_dim, self.dtype) is None
         self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
                                                  self.device))
 
+    @property
+    def kind(self) -> str:
+        return "lean+native-attention" if self.native_attention else "lean"
+
     def describe(self) -> str:
-        return "lean forward, static KV cache"
+        return "lean forward, static KV cache" + (", native attention" if self.native_attention else "")
 
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,
@@ -148,11 +156,12 @@ class LeanLlama:
         [R, length + R] bool: which slots each row sees; the first ``ordinary`` rows are tokens, the rest
         mask rows. Returns final-norm hidden states [R, H].
 
-        Row-invariant (exact_attention.py): the token rows attend by ``exact_attention``, the mask rows by
-        SDPA; a linear pads a pass of fewer rows than its kernel's floor (kernel_plan.row_floor)."""
+        Row-invariant: every row attends by native.py's attention (``native_attention``), else the token rows by
+        ``exact_attention`` and the mask rows by SDPA; a linear pads a pass of fewer rows than its kernel's floor
+        (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
         exact = exact_layout(allowed, ordinary, cache.base, self.heads // self.kv_heads, self.device) \
-            if ordinary else None
+            if ordinary and not self.native_attention else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
         hidden = self.run_layers(embeds, positions, allowed, cache.append, exact=exact, buffers=cache.buffers)
@@ -173,7 +182,8 @@ class LeanLlama:
         ``enable_gqa`` (the CPU path, bit-identical to transformers' there).
 
         ``exact``: the rows that attend by ``exact_attention`` over ``buffers(layer)``, a layer's whole
-        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA."""
+        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA. With ``buffers`` and
+        ``native_attention`` (and no ``fold_groups``), every row attends by native.attend over those buffers."""
         rows = x.shape[0]
         cos, sin = self.rotary(positions.to(self.device))
         groups = self.heads // self.kv_heads
@@ -192,6 +202,8 @@ class LeanLlama:
                     1, self.kv_heads, groups * rows, self.head_dim)
                 attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
                 attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
+            elif self.native_attention and buffers is not None:
+                attended = native.attend(q, *buffers(index), allowed)
             elif exact is not None:
                 attended = self.attend_exact(q, keys, values, exact, buffers(index))
             else:

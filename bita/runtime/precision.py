@@ -24,8 +24,9 @@ from .invariance import Invariance, probe_row_invariance
 from .measured import measured
 from .runtime import Runtime
 
-INVARIANCE_VERSION = "v4"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
-#                             v4: a probe keyed by its runtime (kernel paths included), the native path offered
+INVARIANCE_VERSION = "v5"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
+#                             v4: a probe keyed by its runtime (kernel paths included), the native path offered;
+#                             v5: native attention in the lean forward
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 

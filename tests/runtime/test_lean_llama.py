@@ -7,6 +7,7 @@ from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from bita.decode.step import new_cache
+from bita.runtime import native
 from bita.runtime.build import prepare
 from bita.runtime.kernel_plan import PACKED, TRANSPOSED, KernelPlan
 from bita.runtime.layer_masks import additive_mask
@@ -16,13 +17,18 @@ from bita.runtime.static_kv import StaticKV
 from bita.runtime.transformers_forward import TransformersKV
 
 MIXED = KernelPlan(TRANSPOSED, PACKED)  # the layers on one path, the head on another
+ATTENTIONS = ["native", "torch"]  # native.py's attention, or exact_attention with SDPA for mask rows
 
 
-def lean_runtime(arch: str, plan: KernelPlan | None = None) -> Runtime:
-    """A tiny model's lean runtime: on ``plan``'s kernels, or transformers' (stock paths, its attention)."""
+def lean_runtime(arch: str, plan: KernelPlan | None = None, attention: str = "native") -> Runtime:
+    """A tiny model's lean runtime: on ``plan``'s kernels, or transformers' (stock paths, its attention); its rows
+    attending by native.py's attention ("native", where it runs here) or by exact_attention and SDPA ("torch")."""
+    if attention == "native" and native.unavailable():
+        pytest.skip(native.unavailable())
     model = tiny_model(arch)
     runtime = prepare(model, "auto", plan=plan) if plan is not None else Runtime(model, LeanLlama(model))
-    assert runtime.forward.kind == "lean"
+    runtime.forward.native_attention = attention == "native"
+    assert runtime.forward.kind == ("lean+native-attention" if attention == "native" else "lean")
     return runtime
 
 
@@ -35,13 +41,14 @@ def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Te
     return allowed
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("plan", [None, MIXED], ids=["stock-paths", "mixed-paths"])
 @pytest.mark.parametrize("arch", LEAN_TYPES)
-def test_lean_hidden_states_are_transformers(arch, plan):
+def test_lean_hidden_states_are_transformers(arch, plan, attention):
     """A prompt, then passes of 1..20 rows under tree masks: the hidden states of transformers'
     forward over a DynamicCache, within 1e-5 (fused QKV and gate/up may sum in another order; on the
     real model with packed paths they came out bit-identical: benchmarks/lean_forward.py)."""
-    runtime = lean_runtime(arch, plan)
+    runtime = lean_runtime(arch, plan, attention)
     model = runtime.model
     generator = torch.Generator().manual_seed(0)
     static, dynamic = new_cache(runtime), DynamicCache(config=model.config)
@@ -61,10 +68,11 @@ def test_lean_hidden_states_are_transformers(arch, plan):
     assert static.get_seq_length() == dynamic.get_seq_length() == cached
 
 
+@pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1", "full:2,2,2/chain-groups"])
 @pytest.mark.parametrize("arch", LEAN_TYPES)
-def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, one_thread):
-    assert_lossless(lean_runtime(arch, MIXED), spec, random_prompts(3, seed=21))
+def test_bita_and_our_ar_loop_on_the_lean_forward_equal_hf_generate(arch, spec, attention, one_thread):
+    assert_lossless(lean_runtime(arch, MIXED, attention), spec, random_prompts(3, seed=21))
 
 
 def test_the_fused_weights_are_the_models_own_storage():
