@@ -130,9 +130,13 @@ class PlannedLinear:
         self.copy = weight_copy(path, weight)
         self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" else 1
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., in] -> [..., out]."""
-        return run_path(self.path, x, self.weight, self.bias, self.copy, self.floor)
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given: the product rounded to the dtype,
+        then added (the native path adds it as it stores the product)."""
+        if residual is not None and self.path == NATIVE:
+            return native.linear(x, self.copy, self.bias, self.weight.shape[0], residual.contiguous())
+        out = run_path(self.path, x, self.weight, self.bias, self.copy, self.floor)
+        return out if residual is None else residual + out
 
 
 @torch.inference_mode()

@@ -73,9 +73,9 @@ class FusedLinear(PlannedLinear):
 
 class LeanLlama:
     """The decoder stack of a Llama-family ``model`` (embedding and LM head stay the model's), its linears
-    on ``plan``'s layer path (None: STOCK); its rows attend by native.py's attention where it runs here
-    (``native_attention``: every row, row-invariant by construction), else its token rows by exact_attention
-    and its mask rows by SDPA."""
+    on ``plan``'s layer path (None: STOCK). Where native.py runs here (``native``), a layer's elementwise work
+    is native too and every row attends by native attention (row-invariant by construction); else its token
+    rows attend by exact_attention and its mask rows by SDPA."""
 
     buckets = ()  # every pass runs its own rows
     exact_rows = True  # a pass's token rows attend row-invariantly
@@ -98,17 +98,17 @@ class LeanLlama:
                                 FusedLinear([mlp.gate_proj, mlp.up_proj], path), FusedLinear([mlp.down_proj], path)))
         self.norm = model.model.norm.weight
         self.dtype, self.device = self.norm.dtype, self.norm.device
-        self.native_attention = self.device.type == "cpu" and native.attention_unsupported(
+        self.native = self.device.type == "cpu" and native.attention_unsupported(
             self.heads, self.kv_heads, self.head_dim, self.dtype) is None
         self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
                                                  self.device))
 
     @property
     def kind(self) -> str:
-        return "lean+native-attention" if self.native_attention else "lean"
+        return "lean+native" if self.native else "lean"
 
     def describe(self) -> str:
-        return "lean forward, static KV cache" + (", native attention" if self.native_attention else "")
+        return "lean forward, static KV cache" + (", native layers and attention" if self.native else "")
 
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,
@@ -156,15 +156,18 @@ class LeanLlama:
         [R, length + R] bool: which slots each row sees; the first ``ordinary`` rows are tokens, the rest
         mask rows. Returns final-norm hidden states [R, H].
 
-        Row-invariant: every row attends by native.py's attention (``native_attention``), else the token rows by
+        Row-invariant: every row attends by native.py's attention (``native``), else the token rows by
         ``exact_attention`` and the mask rows by SDPA; a linear pads a pass of fewer rows than its kernel's floor
         (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
         exact = exact_layout(allowed, ordinary, cache.base, self.heads // self.kv_heads, self.device) \
-            if ordinary and not self.native_attention else None
+            if ordinary and not self.native else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
-        hidden = self.run_layers(embeds, positions, allowed, cache.append, exact=exact, buffers=cache.buffers)
+        if self.native:
+            hidden = self.run_native_layers(embeds, positions, allowed, cache)
+        else:
+            hidden = self.run_layers(embeds, positions, allowed, cache.append, exact=exact, buffers=cache.buffers)
         cache.advance(rows)
         return hidden
 
@@ -182,8 +185,7 @@ class LeanLlama:
         ``enable_gqa`` (the CPU path, bit-identical to transformers' there).
 
         ``exact``: the rows that attend by ``exact_attention`` over ``buffers(layer)``, a layer's whole
-        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA. With ``buffers`` and
-        ``native_attention`` (and no ``fold_groups``), every row attends by native.attend over those buffers."""
+        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA."""
         rows = x.shape[0]
         cos, sin = self.rotary(positions.to(self.device))
         groups = self.heads // self.kv_heads
@@ -202,8 +204,6 @@ class LeanLlama:
                     1, self.kv_heads, groups * rows, self.head_dim)
                 attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
                 attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
-            elif self.native_attention and buffers is not None:
-                attended = native.attend(q, *buffers(index), allowed)
             elif exact is not None:
                 attended = self.attend_exact(q, keys, values, exact, buffers(index))
             else:
@@ -213,6 +213,27 @@ class LeanLlama:
             gate, up = gate_up(self.rms(x, norm_post)).chunk(2, -1)
             x = x + down(F.silu(gate) * up)
         return self.rms(x, self.norm)
+
+    def run_native_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                          cache: StaticKV) -> torch.Tensor:
+        """The decoder stack over rows x [R, H] at ``positions`` [R] on native.py's kernels: RMSNorm, rotary and
+        SiLU x up one call each, the residual added by the linear that ends each half (where the plan runs it
+        natively), and every row attending by native attention to the ``cache`` slots ``allowed`` [R, K] says.
+        The rows' keys and values are written at the cache's next R slots. Returns [R, H]."""
+        rows, groups = x.shape[0], self.heads + self.kv_heads
+        cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
+            projected = qkv(native.rms_norm(x, norm_in, self.eps))  # [R, q_size + 2 kv_size]
+            native.rotate_(projected[:, :q_size + kv_size].view(rows, groups, self.head_dim), cos, sin)
+            k, v = (projected[:, start:start + kv_size].view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None]
+                    for start in (q_size, q_size + kv_size))
+            cache.append(index, k, v)
+            attended = native.attend(projected[:, :q_size].view(rows, self.heads, self.head_dim),
+                                     *cache.buffers(index), allowed)
+            x = out(attended.view(rows, q_size), residual=x)
+            x = down(native.silu_mul(gate_up(native.rms_norm(x, norm_post, self.eps))), residual=x)
+        return native.rms_norm(x, self.norm, self.eps)
 
     @staticmethod
     def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, exact: ExactLayout,

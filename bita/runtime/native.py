@@ -7,6 +7,9 @@ oneDNN's and BLAS's products read a one-row pass's weights at about half the mem
 each weight once into contiguous tiles of 32 outputs and sums each output in vector lanes in the order of k, so
 a pass streams every weight once and a row's result does not depend on the pass's other rows.
 
+native_layer.c does a layer's elementwise work (RMSNorm, rotary, SiLU x up) in one call each, and a linear adds
+the residual as it stores its output.
+
 native_attention.c gives each row the attention of its visible cache slots taken in slot order (its logical keys:
 the same sequence for a row in an AR pass and in a tree pass), with every sum in an order fixed by that sequence;
 it replaces exact_attention.py's torch operations (about 25 a layer; 131 us a layer for one row after 300 cached
@@ -33,7 +36,7 @@ import torch
 
 from .device import cpu_info
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c", "native_layer.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
 _library: ctypes.CDLL | None = None
@@ -65,7 +68,13 @@ def _build(directory: Path) -> ctypes.CDLL:
     library = ctypes.CDLL(str(target))
     pointer, integer = ctypes.c_void_p, ctypes.c_int
     for name in ("bita_linear_bf16", "bita_linear_f32"):
-        getattr(library, name).argtypes = [pointer] * 4 + [integer] * 4
+        getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
+    for name in ("bita_rms_norm_bf16", "bita_rms_norm_f32"):
+        getattr(library, name).argtypes = [pointer] * 3 + [integer] * 3 + [ctypes.c_float, integer]
+    for name in ("bita_rotary_bf16", "bita_rotary_f32"):
+        getattr(library, name).argtypes = [pointer] * 3 + [integer] * 5
+    for name in ("bita_silu_mul_bf16", "bita_silu_mul_f32"):
+        getattr(library, name).argtypes = [pointer] * 2 + [integer] * 3
     for name in ("bita_pack_bf16", "bita_pack_f32"):
         getattr(library, name).argtypes = [pointer] * 2 + [integer] * 2
     for name in ("bita_attend_bf16", "bita_attend_f32"):
@@ -108,16 +117,50 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
     return packed
 
 
-def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
-    """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed."""
+def _suffix(dtype: torch.dtype) -> str:
+    return "bf16" if dtype == torch.bfloat16 else "f32"
+
+
+def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed;
+    with ``residual`` (contiguous, the output's shape) residual + that, the product rounded to the dtype first."""
     flat = x.reshape(-1, x.shape[-1]).contiguous()
     out = torch.empty(flat.shape[0], out_features, dtype=x.dtype)
     if flat.shape[0]:
-        name = "bita_linear_bf16" if x.dtype == torch.bfloat16 else "bita_linear_f32"
         bias32 = bias.detach().float().contiguous() if bias is not None else None
-        getattr(_library, name)(flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
-                                out.data_ptr(), flat.shape[0], out_features, flat.shape[1], torch.get_num_threads())
+        getattr(_library, f"bita_linear_{_suffix(x.dtype)}")(
+            flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
+            residual.data_ptr() if residual is not None else None, out.data_ptr(), flat.shape[0], out_features,
+            flat.shape[1], torch.get_num_threads())
     return out.view(*x.shape[:-1], out_features)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' LlamaRMSNorm of x [R, H] (rows may be apart; the last dimension contiguous), weight [H] in x's
+    dtype: [R, H] (native_layer.c)."""
+    out = torch.empty(x.shape, dtype=x.dtype)
+    getattr(_library, f"bita_rms_norm_{_suffix(x.dtype)}")(x.data_ptr(), weight.data_ptr(), out.data_ptr(), x.shape[0],
+                                                            x.shape[1], x.stride(0), eps, torch.get_num_threads())
+    return out
+
+
+def rotate_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding in place on x [R, heads, D] (heads D apart, rows ``x.stride(0)`` apart), by cos, sin [R, D]
+    contiguous (each row's position): x cos + rotate_half(x) sin, as transformers computes it. Returns x."""
+    rows, heads, dim = x.shape
+    getattr(_library, f"bita_rotary_{_suffix(x.dtype)}")(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), rows, heads, dim,
+                                                          x.stride(0), torch.get_num_threads())
+    return x
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """gate_up [R, 2I] contiguous (gate, then up) -> silu(gate) * up [R, I], as transformers computes it."""
+    rows, width = gate_up.shape
+    out = torch.empty(rows, width // 2, dtype=gate_up.dtype)
+    getattr(_library, f"bita_silu_mul_{_suffix(gate_up.dtype)}")(gate_up.data_ptr(), out.data_ptr(), rows, width // 2,
+                                                                  torch.get_num_threads())
+    return out
 
 
 def attention_unsupported(heads: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> str | None:
@@ -141,8 +184,7 @@ def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowe
     rows, heads, dim = query.shape
     query, mask = query.contiguous(), allowed.contiguous()
     out = torch.empty_like(query)
-    name = "bita_attend_bf16" if query.dtype == torch.bfloat16 else "bita_attend_f32"
-    getattr(_library, name)(query.data_ptr(), keys.data_ptr(), values.data_ptr(), mask.data_ptr(), out.data_ptr(),
+    getattr(_library, f"bita_attend_{_suffix(query.dtype)}")(query.data_ptr(), keys.data_ptr(), values.data_ptr(), mask.data_ptr(), out.data_ptr(),
                             rows, heads, keys.shape[0], dim, keys.shape[1], mask.shape[1], dim ** -0.5,
                             torch.get_num_threads())
     return out

@@ -39,24 +39,30 @@ void bita_pack_f32(const float *w, float *p, int N, int K) {
 
 #define VECS (TILE / LANES)
 
-/* A tile's sums acc [rows][VECS] (+ bias) to y's rows (row stride ldy), the first width of TILE outputs. */
-#define EPILOGUE(type, store_vector, store_scalar)                                                               \
+/* A tile's sums acc [rows][VECS] (+ bias) to y's rows (row stride ldy), the first width of TILE outputs; with a
+ * residual (y's shape), y = residual + the product, the product rounded to the dtype first (as torch adds them). */
+#define EPILOGUE(type, S)                                                                                        \
     for (int i = 0; i < rows; i++) {                                                                             \
         type *row = y + (size_t)i * ldy;                                                                         \
+        const type *add = residual ? residual + (size_t)i * ldy : 0;                                             \
         for (int v = 0; v < VECS; v++) {                                                                         \
             vec sum = bias ? vadd(acc[i][v], vload(bias + v * LANES)) : acc[i][v];                               \
-            if (width == TILE) { store_vector(row + v * LANES, sum); continue; }                                 \
+            if (width == TILE) {                                                                                 \
+                vstore_##S(row + v * LANES, add ? vadd(vround_##S(sum), vload_##S(add + v * LANES)) : sum);      \
+                continue;                                                                                        \
+            }                                                                                                    \
             float lanes[LANES];                                                                                  \
             vstore(lanes, sum);                                                                                  \
-            for (int j = 0; j < LANES && v * LANES + j < width; j++) row[v * LANES + j] = store_scalar(lanes[j]); \
+            for (int j = 0; j < LANES && v * LANES + j < width; j++) {                                           \
+                float value = add ? round_##S(lanes[j]) + load_##S(add + v * LANES + j) : lanes[j];              \
+                store_##S(row + v * LANES + j, value);                                                           \
+            }                                                                                                    \
         }                                                                                                        \
     }
 
-static inline float same_float(float f) { return f; }
-
 /* One tile against rows rows of x (rows <= ROWS): y [rows][width] = x . tile + bias, sums in float32 lanes. */
-static inline __attribute__((always_inline)) void tile_f32(const float *x, const float *p, const float *bias, float *y,
-                                                           const int rows, int K, int ldy, int width) {
+static inline __attribute__((always_inline)) void tile_f32(const float *x, const float *p, const float *bias, const float *residual,
+                                                           float *y, const int rows, int K, int ldy, int width) {
     vec acc[MAX_ROWS][VECS];
     for (int i = 0; i < rows; i++) for (int v = 0; v < VECS; v++) acc[i][v] = vzero();
     for (int k = 0; k < K; k++) {
@@ -68,14 +74,15 @@ static inline __attribute__((always_inline)) void tile_f32(const float *x, const
             for (int v = 0; v < VECS; v++) acc[i][v] = vfma(xv, w[v], acc[i][v]);
         }
     }
-    EPILOGUE(float, vstore, same_float)
+    EPILOGUE(float, f)
 }
 
 #if defined(__AVX512BF16__)
 #define BF16_NAME "avx512-bf16"
 /* a pair of k at a time: one vdpbf16ps adds x[k] w[k] + x[k+1] w[k+1] to each lane */
 static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, const uint16_t *p, const float *bias,
-                                                            uint16_t *y, const int rows, int K, int ldy, int width) {
+                                                            const uint16_t *residual, uint16_t *y, const int rows, int K,
+                                                            int ldy, int width) {
     vec acc[MAX_ROWS][VECS];
     for (int i = 0; i < rows; i++) for (int v = 0; v < VECS; v++) acc[i][v] = vzero();
     const int pairs = (K + 1) / 2;
@@ -91,13 +98,14 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, c
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], xv, w1);
         }
     }
-    EPILOGUE(uint16_t, vstore_bf16, float_to_bf16)
+    EPILOGUE(uint16_t, u16)
 }
 #else
 #define BF16_NAME ISA_NAME " (bf16 widened to float32)"
 /* a pair of k at a time, widened: x[k] w[k], then x[k+1] w[k+1], added to each lane in that order */
 static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, const uint16_t *p, const float *bias,
-                                                            uint16_t *y, const int rows, int K, int ldy, int width) {
+                                                            const uint16_t *residual, uint16_t *y, const int rows, int K,
+                                                            int ldy, int width) {
     vec acc[MAX_ROWS][VECS];
     for (int i = 0; i < rows; i++) for (int v = 0; v < VECS; v++) acc[i][v] = vzero();
     const int pairs = (K + 1) / 2;
@@ -111,7 +119,7 @@ static inline __attribute__((always_inline)) void tile_bf16(const uint16_t *x, c
             for (int v = 0; v < VECS; v++) acc[i][v] = vfma(x1, odd[v], vfma(x0, even[v], acc[i][v]));
         }
     }
-    EPILOGUE(uint16_t, vstore_bf16, float_to_bf16)
+    EPILOGUE(uint16_t, u16)
 }
 #endif
 
@@ -119,12 +127,13 @@ const char *bita_isa(void) { return BF16_NAME; }
 
 /* tile_<dtype>_by_rows[r]: the tile with rows fixed at r (its loops unrolled, accumulators in registers) */
 #define SPECIALISE(name, type)                                                                                    \
-    typedef void (*name##_fn)(const type *, const type *, const float *, type *, int, int, int);                \
+    typedef void (*name##_fn)(const type *, const type *, const float *, const type *, type *, int, int, int);                \
     static name##_fn name##_by_rows[ROWS + 1];                                                                   \
     static void name##_init(void) __attribute__((constructor));
 #define ROW_CASE(name, type, r)                                                                                   \
-    static void name##_##r(const type *x, const type *p, const float *b, type *y, int K, int ldy, int width) {   \
-        name(x, p, b, y, r, K, ldy, width);                                                                      \
+    static void name##_##r(const type *x, const type *p, const float *b, const type *add, type *y, int K, int ldy, \
+                           int width) {                                                                          \
+        name(x, p, b, add, y, r, K, ldy, width);                                                                 \
     }
 #define ROW_CASES(name, type) ROW_CASE(name, type, 1) ROW_CASE(name, type, 2) ROW_CASE(name, type, 3)            \
     ROW_CASE(name, type, 4) ROW_CASE(name, type, 5) ROW_CASE(name, type, 6) ROW_CASE(name, type, 7)              \
@@ -143,9 +152,11 @@ ROW_CASES(tile_f32, float)
 INIT(tile_bf16)
 INIT(tile_f32)
 
-/* x [M, K], p packed, bias [N] float32 or NULL, y [M, N]; threads: OpenMP threads over the tiles. */
+/* x [M, K], p packed, bias [N] float32 or NULL, residual [M, N] or NULL (added to the product), y [M, N];
+ * threads: OpenMP threads over the tiles. */
 #define LINEAR(name, type, tile, tile_size)                                                                       \
-void name(const type *x, const type *p, const float *bias, type *y, int M, int N, int K, int threads) {          \
+void name(const type *x, const type *p, const float *bias, const type *residual, type *y, int M, int N, int K,   \
+          int threads) {                                                                                         \
     int tiles = (N + TILE - 1) / TILE;                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(threads)")                                            \
     for (int t = 0; t < tiles; t++) {                                                                            \
@@ -158,7 +169,8 @@ void name(const type *x, const type *p, const float *bias, type *y, int M, int N
         }                                                                                                        \
         for (int m0 = 0; m0 < M; m0 += ROWS) {                                                                   \
             int rows = M - m0 < ROWS ? M - m0 : ROWS;                                                            \
-            tile##_by_rows[rows](x + (size_t)m0 * K, p + t * (tile_size), b, y + (size_t)m0 * N + n0, K, N, width); \
+            tile##_by_rows[rows](x + (size_t)m0 * K, p + t * (tile_size), b,                                     \
+                                 residual ? residual + (size_t)m0 * N + n0 : 0, y + (size_t)m0 * N + n0, K, N, width); \
         }                                                                                                        \
     }                                                                                                            \
 }

@@ -36,6 +36,8 @@ static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
 static inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
 static inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
 static inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
+static inline vec vmin(vec a, vec b) { return _mm512_min_ps(a, b); }
+static inline vec vdiv(vec a, vec b) { return _mm512_div_ps(a, b); }
 static inline vec vfloor(vec a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vec vpow2(vec n) {  /* 2^n for whole n in [-126, 127] */
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23));
@@ -77,6 +79,8 @@ static inline vec vadd(vec a, vec b) { return _mm256_add_ps(a, b); }
 static inline vec vsub(vec a, vec b) { return _mm256_sub_ps(a, b); }
 static inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
 static inline vec vmax(vec a, vec b) { return _mm256_max_ps(a, b); }
+static inline vec vmin(vec a, vec b) { return _mm256_min_ps(a, b); }
+static inline vec vdiv(vec a, vec b) { return _mm256_div_ps(a, b); }
 static inline vec vfloor(vec a) { return _mm256_floor_ps(a); }
 static inline vec vpow2(vec n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23));
@@ -103,10 +107,10 @@ static inline void vstore_bf16(uint16_t *p, vec v) {  /* float_to_bf16, lane by 
 #error "the native kernel needs AVX2 and FMA, or AVX-512"
 #endif
 
-/* e^x for x <= 0 (attention's weights), lane by lane: Cephes' range reduction and polynomial; 0 below -87.3
- * (where e^x leaves float32's normal range) and for -inf. A lane's result depends on its own x alone. */
+/* e^x, lane by lane: Cephes' range reduction and polynomial; 0 below -87.3 (where e^x leaves float32's normal
+ * range) and for -inf, x clamped to 88.3 above. A lane's result depends on its own x alone. */
 static inline vec vexp(vec x) {
-    vec low = vbroadcast(-87.3f), clamped = vmax(x, low);
+    vec low = vbroadcast(-87.3f), clamped = vmin(vmax(x, low), vbroadcast(88.3f));
     vec n = vfloor(vfma(clamped, vbroadcast(1.44269504088896341f), vbroadcast(0.5f)));
     vec r = vsub(vsub(clamped, vmul(n, vbroadcast(0.693359375f))), vmul(n, vbroadcast(-2.12194440e-4f)));
     vec y = vbroadcast(1.9875691500e-4f);
@@ -118,4 +122,19 @@ static inline vec vexp(vec x) {
     y = vadd(vfma(y, vmul(r, r), r), vbroadcast(1.0f));
     return vzero_below(x, low, vmul(y, vpow2(n)));
 }
+
+/* per dtype (suffix u16: bfloat16, f: float32): LANES values (or one) loaded as floats, stored rounded, and rounded to the dtype and back */
+static inline vec vload_u16(const uint16_t *p) { return vload_bf16(p); }
+static inline vec vload_f(const float *p) { return vload(p); }
+static inline void vstore_u16(uint16_t *p, vec v) { vstore_bf16(p, v); }
+static inline void vstore_f(float *p, vec v) { vstore(p, v); }
+static inline vec vround_u16(vec v) { uint16_t narrow[LANES]; vstore_bf16(narrow, v); return vload_bf16(narrow); }
+static inline vec vround_f(vec v) { return v; }
+static inline float load_u16(const uint16_t *p) { return bf16_to_float(*p); }
+static inline float load_f(const float *p) { return *p; }
+static inline void store_u16(uint16_t *p, float v) { *p = float_to_bf16(v); }
+static inline void store_f(float *p, float v) { *p = v; }
+static inline float round_u16(float v) { return bf16_to_float(float_to_bf16(v)); }
+static inline float round_f(float v) { return v; }
+
 #endif

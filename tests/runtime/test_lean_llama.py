@@ -17,18 +17,19 @@ from bita.runtime.static_kv import StaticKV
 from bita.runtime.transformers_forward import TransformersKV
 
 MIXED = KernelPlan(TRANSPOSED, PACKED)  # the layers on one path, the head on another
-ATTENTIONS = ["native", "torch"]  # native.py's attention, or exact_attention with SDPA for mask rows
+ATTENTIONS = ["native", "torch"]  # native.py's layer kernels and attention, or torch's (exact_attention, SDPA)
 
 
 def lean_runtime(arch: str, plan: KernelPlan | None = None, attention: str = "native") -> Runtime:
     """A tiny model's lean runtime: on ``plan``'s kernels, or transformers' (stock paths, its attention); its rows
-    attending by native.py's attention ("native", where it runs here) or by exact_attention and SDPA ("torch")."""
+    running native.py's layer kernels and attention ("native", where they run here) or torch's, attending by
+    exact_attention and SDPA ("torch")."""
     if attention == "native" and native.unavailable():
         pytest.skip(native.unavailable())
     model = tiny_model(arch)
     runtime = prepare(model, "auto", plan=plan) if plan is not None else Runtime(model, LeanLlama(model))
-    runtime.forward.native_attention = attention == "native"
-    assert runtime.forward.kind == ("lean+native-attention" if attention == "native" else "lean")
+    runtime.forward.native = attention == "native"
+    assert runtime.forward.kind == ("lean+native" if attention == "native" else "lean")
     return runtime
 
 

@@ -51,3 +51,32 @@ def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
     assert native.unavailable(tmp_path) == "the native kernel could not be built: no C compiler found (cc, gcc or " \
                                            "clang; or set CC)"
     assert native.pack(torch.randn(4, 4)) is None
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_layer_kernels_compute_what_transformers_computes(dtype):
+    """RMSNorm, rotary (in place), SiLU x up and a linear adding the residual, against transformers' torch
+    operations: float32 within float rounding, bfloat16 within one bf16 rounding (their sums run in another
+    order); rows that are views (apart in memory) and sizes off the vector width."""
+    generator = torch.Generator().manual_seed(5)
+    wide = torch.randn(6, 600, generator=generator).to(dtype)
+    x, weight = wide[:, :580], torch.randn(580, generator=generator).to(dtype)  # rows 600 apart
+    rounding = 1e-5 if dtype == torch.float32 else 1e-2
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    expected = weight * (x.float() * torch.rsqrt(variance + 1e-5)).to(dtype)
+    torch.testing.assert_close(native.rms_norm(x, weight, 1e-5), expected, atol=rounding * 4, rtol=rounding)
+
+    heads = torch.randn(6, 5, 72, generator=generator).to(dtype)  # D 72: 4 lanes past the vector width
+    cos, sin = torch.randn(6, 72, generator=generator).to(dtype), torch.randn(6, 72, generator=generator).to(dtype)
+    expected = heads * cos[:, None] + torch.cat([-heads[..., 36:], heads[..., :36]], -1) * sin[:, None]
+    torch.testing.assert_close(native.rotate_(heads.clone(), cos, sin), expected, atol=rounding * 4, rtol=rounding)
+
+    gate_up = torch.randn(6, 2 * 100, generator=generator).to(dtype)
+    expected = F.silu(gate_up[:, :100]) * gate_up[:, 100:]
+    torch.testing.assert_close(native.silu_mul(gate_up), expected, atol=rounding * 4, rtol=rounding)
+
+    linear_weight = torch.randn(70, 40, generator=generator).to(dtype)
+    inputs, residual = torch.randn(6, 40, generator=generator).to(dtype), torch.randn(6, 70, generator=generator).to(dtype)
+    product = native.linear(inputs, native.pack(linear_weight), None, 70)
+    assert torch.equal(native.linear(inputs, native.pack(linear_weight), None, 70, residual), residual + product)
