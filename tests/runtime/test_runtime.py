@@ -42,3 +42,18 @@ def test_a_loaded_runtime_is_found_for_its_model_and_probed(tmp_path):
     assert runtime.invariance is not None and runtime.invariance.holds and runtime.exact
     assert "float32: asked for" in runtime.describe() and "passes row-invariant" in runtime.describe()
     assert {p.name for p in tmp_path.iterdir()} == {"kernel-plans.json", "precision.json"}
+
+
+def test_a_dropped_model_is_freed_with_its_runtime(tmp_path):
+    """The model holds its runtime (and the runtime its model): nothing else keeps either, so a process that
+    loads model after model (the CLI in a test run, an app switching models) does not keep them all."""
+    import gc
+    import weakref
+
+    model = tiny_model("llama")
+    runtime_of_model = make_runtime(model, "auto", False, "asked for", tmp_path)
+    assert runtime_of(model) is runtime_of_model
+    alive = weakref.ref(model)
+    del model, runtime_of_model
+    gc.collect()
+    assert alive() is None
