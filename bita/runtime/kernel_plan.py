@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .device import cpu_info, describe_cpu
 from . import native
+from .device import cpu_info, describe_cpu
 from .measured import measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE = "stock", "transposed", "packed", "native"

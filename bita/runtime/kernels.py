@@ -27,9 +27,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BitaError
-from .hf_attention import our_attention, use_exact_attention
 from . import native
-from .kernel_plan import NATIVE, PACKED, STOCK, TRANSPOSED, KernelPlan, PlannedLinear, cached_plan, measure_plan, pack
+from .hf_attention import our_attention, use_exact_attention
+from .kernel_plan import (
+    NATIVE,
+    PACKED,
+    STOCK,
+    TRANSPOSED,
+    KernelPlan,
+    PlannedLinear,
+    cached_plan,
+    measure_plan,
+    pack,
+)
 
 KERNELS = ("auto", "stock")
 NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine

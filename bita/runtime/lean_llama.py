@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .exact_attention import ExactLayout, exact_attention, exact_layout
 from . import native
+from .exact_attention import ExactLayout, exact_attention, exact_layout
 from .kernel_plan import STOCK, KernelPlan, PlannedLinear
 from .static_kv import CachePool, StaticKV
 
