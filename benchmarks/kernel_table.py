@@ -9,8 +9,13 @@ import argparse
 
 from bita.model.loading import load_model
 from bita.runtime.device import describe_device
-from bita.runtime.kernel_plan import DECODE_ROWS, MIN_GAIN, kernel_times, plan_from
-from bita.runtime.kernels import offered_paths
+from bita.runtime.kernel_plan import (
+    DECODE_ROWS,
+    MIN_GAIN,
+    kernel_times,
+    offered_paths,
+    plan_from,
+)
 
 
 def main() -> None:

@@ -1,15 +1,17 @@
 """Which linear kernel runs a model's frozen linears on this machine, chosen by measuring it once.
 
-Three paths that torch ships compute ``x @ W.T + b`` for a frozen weight W [out, in]:
+Three paths that torch ships, and our own, compute ``x @ W.T + b`` for a frozen weight W [out, in]:
 
 - STOCK: ``F.linear(x, W, b)``, what transformers runs;
 - TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
-- PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``).
+- PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``);
+- NATIVE: W packed once into native.py's tiles of 32 outputs (row-invariant by construction), where it builds.
 
 Which is fastest depends on the CPU and on the rows (measured on 2-vCPU machines of one workplace: on an
 AMD EPYC with AVX2 PACKED won at every row count, and on an AMD EPYC of family 25 model 17 with AVX-512
 too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
-and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the three on the model's own weights at each of
+and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here on the model's
+own weights at each of
 ``TIMED_ROWS`` rows: all the layers' linears one after the other (as a pass streams them from memory,
 cold), and the LM head alone; ``plan_from`` keeps one path for the layers and one for the head, each the
 fastest summed over a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by
@@ -19,7 +21,7 @@ row among others; ``row_floor`` measures the fewest rows from which it does not,
 smaller pass to that floor.
 
 ``cached_plan`` keeps plans in a JSON table (measured.py), keyed by CPU model, ISA flags, threads, torch
-version, dtype and weight shapes (``plan_key``), with the times they were chosen from. A plan timed while
+version, dtype, weight shapes and the paths offered (``plan_key``), with the times they were chosen from. A plan timed while
 the machine was busy (a test suite, a Space's first start) can be wrong for an idle one, so a cached plan
 is checked once per process against a quick probe at ``PROBE_ROWS`` and timed again, saying so, where
 the probe finds its path clearly slower.
@@ -28,6 +30,7 @@ the probe finds its path clearly slower.
 from __future__ import annotations
 
 import hashlib
+import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +58,8 @@ PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
 FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
 _floors: dict[tuple, int] = {}  # row_floor's measurements in this process
+_said: set[str] = set()  # why the native path cannot run, said once a process
+logger = logging.getLogger(__name__)
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
 
@@ -90,6 +95,22 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
         return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
     except RuntimeError:
         return None
+
+
+def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tuple[str, ...]:
+    """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
+    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype; where the
+    native path cannot run, one line (logged once) says why."""
+    paths = [STOCK, TRANSPOSED]
+    if torch.backends.mkldnn.is_available() and pack(weight) is not None:
+        paths.append(PACKED)
+    why = native.unavailable(native_folder)
+    if why is None and weight.dtype in native.DTYPES:
+        paths.append(NATIVE)
+    elif why is not None and why not in _said:
+        _said.add(why)
+        logger.warning("%s; the kernel plan chooses among %s", why, ", ".join(paths))
+    return tuple(paths)
 
 
 def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
@@ -178,12 +199,18 @@ def _fastest(seconds: dict[str, float]) -> str:
     return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
 
 
+def _first_weight(layers: list[nn.Linear], head: nn.Linear | None) -> torch.Tensor:
+    return layers[0].weight if layers else head.weight
+
+
 @torch.inference_mode()
-def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS,
+def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None,
                  rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> dict[str, list]:
     """Median seconds of each path on these weights at each of ``rows`` rows over ``repeats`` rounds:
     {"rows": [...], "layers": [per row count {path: seconds}], "head": [...]}; "layers" runs all of them
     one after the other ({} where there is no weight: a model without a separate head)."""
+    paths = paths or offered_paths(_first_weight(layers, head))
+
     def copies(module):
         return module.weight, module.bias, {path: weight_copy(path, module.weight) for path in paths}
 
@@ -221,7 +248,7 @@ def plan_from(times: dict[str, list]) -> KernelPlan:
     return KernelPlan(fastest("layers"), fastest("head"))
 
 
-def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> KernelPlan:
+def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None) -> KernelPlan:
     return plan_from(kernel_times(layers, head, paths))
 
 
@@ -240,20 +267,23 @@ def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
     return None
 
 
-def plan_key(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] = PATHS) -> str:
+def plan_key(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None) -> str:
     """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
     torch's version, the dtype, the weights' shapes and the paths it chose among."""
     shapes = sorted({tuple(m.weight.shape) for m in layers}) + ([tuple(head.weight.shape)] if head else [])
-    weights = layers[0].weight if layers else head.weight
+    weights = _first_weight(layers, head)
+    paths = paths or offered_paths(weights)
     digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
     return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, "+".join(paths), PLAN_VERSION])
 
 
 def cached_plan(path: Path | None, layers: list[nn.Linear], head: nn.Linear | None,
-                paths: Sequence[str] = PATHS) -> KernelPlan:
+                paths: Sequence[str] | None = None) -> KernelPlan:
     """The plan for these weights on this machine: read from the JSON table ``path`` (checked against a
     probe once per process, ``probe_disagrees``), or measured over ``paths`` and stored there with its
     times (also where the entry is unreadable or the probe disagrees). ``path`` None: measured, not kept."""
+    paths = paths or offered_paths(_first_weight(layers, head))
+
     def measure() -> dict:
         times = kernel_times(layers, head, paths)
         plan = plan_from(times)

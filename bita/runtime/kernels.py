@@ -17,7 +17,6 @@ plan from the runtime, not from these modules.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,24 +26,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BitaError
-from . import native
 from .hf_attention import our_attention, use_exact_attention
 from .kernel_plan import (
-    NATIVE,
-    PACKED,
     STOCK,
-    TRANSPOSED,
     KernelPlan,
     PlannedLinear,
     cached_plan,
     measure_plan,
-    pack,
+    offered_paths,
 )
 
 KERNELS = ("auto", "stock")
 NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine
-logger = logging.getLogger(__name__)
-_said: set[str] = set()  # why the native path cannot run, said once a process
 KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the one kernel path measured fastest "
                 "on this machine (measured once, cached), attention is ours (verification rows row-invariant), "
                 "and Llama-family models run a lean forward over a static KV cache (on a GPU: replayed as CUDA "
@@ -69,22 +62,6 @@ def _packable(module: nn.Module) -> bool:
     """Plain ``nn.Linear`` (not a subclass such as a bitsandbytes layer) with a CPU float weight."""
     return type(module) is nn.Linear and module.weight.device.type == "cpu" and module.weight.dtype in (
         torch.float32, torch.bfloat16)
-
-
-def offered_paths(weight: torch.Tensor, native_folder: Path | None) -> tuple[str, ...]:
-    """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
-    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype; where the
-    native path cannot run, one line (logged once) says why."""
-    paths = [STOCK, TRANSPOSED]
-    if torch.backends.mkldnn.is_available() and pack(weight) is not None:
-        paths.append(PACKED)
-    why = native.unavailable(native_folder)
-    if why is None and weight.dtype in native.DTYPES:
-        paths.append(NATIVE)
-    elif why is not None and why not in _said:
-        _said.add(why)
-        logger.warning("%s; the kernel plan chooses among %s", why, ", ".join(paths))
-    return tuple(paths)
 
 
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,

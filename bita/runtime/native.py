@@ -18,8 +18,9 @@ here, 359 us for 8 tree rows) in the lean forward.
 The C files are compiled once per machine, at first use, with the system's C compiler (``cc``, or ``$CC``) and
 ``-O3 -march=native -fopenmp``, into ``directory`` (the bita cache's ``native/``), named by a hash of the sources,
 the compiler's version and this CPU's flags; the library is loaded with ctypes and runs on torch's OpenMP threads
-(``torch.get_num_threads()``). Where it cannot be built (no compiler, no AVX2 and FMA) ``unavailable`` says why
-in one line: the kernel plan does not offer the native path and the lean forward attends with exact_attention.py.
+(``torch.get_num_threads()``). Where it cannot be built (no compiler, no AVX2 and FMA), or ``BITA_NATIVE=0``,
+``unavailable`` says why in one line: the kernel plan does not offer the native path and the lean forward runs
+torch's operations (exact_attention.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .device import cpu_info
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c", "native_layer.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
+SWITCH = "BITA_NATIVE"  # 0: never build or run the native kernels (torch's paths run, as where they cannot build)
 _library: ctypes.CDLL | None = None
 _failure: str | None = None
 
@@ -90,6 +92,9 @@ def unavailable(directory: Path | None = None) -> str | None:
     global _library, _failure
     if _library is None and _failure is None:
         where = directory or Path(tempfile.gettempdir()) / f"bita-native-{os.getuid()}"
+        if os.environ.get(SWITCH, "1") == "0":
+            _failure = f"the native kernels are off ({SWITCH}=0)"
+            return _failure
         try:
             _library = _build(where)
         except (OSError, RuntimeError) as error:

@@ -45,6 +45,7 @@ def test_a_rows_result_does_not_depend_on_the_passs_other_rows(dtype):
 
 
 def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
+    monkeypatch.delenv(native.SWITCH, raising=False)
     monkeypatch.setattr(native, "_library", None)
     monkeypatch.setattr(native, "_failure", None)
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
@@ -80,3 +81,11 @@ def test_the_layer_kernels_compute_what_transformers_computes(dtype):
     inputs, residual = torch.randn(6, 40, generator=generator).to(dtype), torch.randn(6, 70, generator=generator).to(dtype)
     product = native.linear(inputs, native.pack(linear_weight), None, 70)
     assert torch.equal(native.linear(inputs, native.pack(linear_weight), None, 70, residual), residual + product)
+
+
+def test_the_switch_turns_them_off(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_library", None)
+    monkeypatch.setattr(native, "_failure", None)
+    monkeypatch.setenv(native.SWITCH, "0")
+    assert native.unavailable(tmp_path) == "the native kernels are off (BITA_NATIVE=0)"
+    assert not list(tmp_path.iterdir())  # nothing built
