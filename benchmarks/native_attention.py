@@ -7,24 +7,12 @@ Tree passes: every second row skips the row before it (a sibling), so exact_atte
 Prints the median microseconds of each at 1, 8, 16 and 32 rows, and whether they agree within rounding.
 """
 import argparse
-import statistics
-import time
 
 import torch
+from head_share import median_ms
 
 from bita.runtime import native
 from bita.runtime.exact_attention import exact_attention, exact_layout
-
-
-def median_us(run, repeats: int = 200) -> float:
-    for _ in range(5):
-        run()
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - started)
-    return 1e6 * statistics.median(seconds)
 
 
 def main() -> None:
@@ -44,8 +32,8 @@ def main() -> None:
         query = torch.randn(rows, 9, 64, generator=generator).to(dtype)
         layout = exact_layout(allowed, rows, 0, 3)
         ours, theirs = native.attend(query, keys, values, allowed), exact_attention(query, keys, values, layout)
-        exact_us = median_us(lambda: exact_attention(query, keys, values, layout))  # noqa: B023
-        native_us = median_us(lambda: native.attend(query, keys, values, allowed))  # noqa: B023
+        exact_us = 1000 * median_ms(lambda: exact_attention(query, keys, values, layout), 200)  # noqa: B023
+        native_us = 1000 * median_ms(lambda: native.attend(query, keys, values, allowed), 200)  # noqa: B023
         print(f"| {rows} | {exact_us:.0f} | {native_us:.0f} | {native_us / exact_us:.2f} | "
               f"{float((ours.float() - theirs.float()).abs().max()):.2g} |")
 

@@ -1,5 +1,5 @@
 /* Row-invariant attention over a static KV cache: bita's native attention (native.py builds it with
- * native_linear.c into one library).
+ * native_linear.c and native_layer.c into one library).
  *
  * Row r sees the cache slots j < K where allowed[r, j]; those slots, in slot order, are its *logical* keys, the
  * same sequence in a one-row AR pass and in a tree pass (a tree row's ancestors sit in its slots in depth order;
@@ -17,14 +17,9 @@
 #define MAX_GROUPS 16  /* query heads per key/value head */
 #define MAX_DIM 256   /* head dimension, a multiple of LANES */
 
-/* element loads of the two cache dtypes: LANES values as floats */
-static inline vec load_bf16(const uint16_t *p) { return vload_bf16(p); }
-static inline vec load_f32(const float *p) { return vload(p); }
-static inline void store_bf16(uint16_t *p, float v) { *p = float_to_bf16(v); }
-static inline void store_f32(float *p, float v) { *p = v; }
-
-/* q [R, H, D], keys/values [KV, capacity, D], allowed [R, K] (0/1 bytes), out [R, H, D]; H = KV x groups. */
-#define ATTEND(name, type, load, store)                                                                          \
+/* q [R, H, D], keys/values [KV, capacity, D], allowed [R, K] (0/1 bytes), out [R, H, D]; H = KV x groups;
+ * S: the dtype's suffix of native_simd.h's loads and stores (u16: bfloat16, f: float32). */
+#define ATTEND(name, type, S)                                                                                    \
 void name(const type *q, const type *keys, const type *values, const uint8_t *allowed, type *out, int R, int H,  \
           int KV, int D, int capacity, int K, float scale, int threads) {                                        \
     int groups = H / KV, chunks = D / LANES;                                                                     \
@@ -40,13 +35,13 @@ void name(const type *q, const type *keys, const type *values, const uint8_t *al
             vec query[MAX_GROUPS][MAX_DIM / LANES], total[MAX_GROUPS], acc[MAX_GROUPS][MAX_DIM / LANES];         \
             float best[MAX_GROUPS];                                                                              \
             for (int h = 0; h < groups; h++) {                                                                   \
-                for (int c = 0; c < chunks; c++) query[h][c] = load(q + ((size_t)r * H + g * groups + h) * D + c * LANES); \
+                for (int c = 0; c < chunks; c++) query[h][c] = vload_##S(q + ((size_t)r * H + g * groups + h) * D + c * LANES); \
                 best[h] = -INFINITY;                                                                             \
             }                                                                                                    \
             for (int t = 0; t < count; t++) {  /* scores, in logical order */                                    \
                 const type *key = keys + ((size_t)g * capacity + slots[t]) * D;                                  \
                 vec k[MAX_DIM / LANES];                                                                          \
-                for (int c = 0; c < chunks; c++) k[c] = load(key + c * LANES);                                   \
+                for (int c = 0; c < chunks; c++) k[c] = vload_##S(key + c * LANES);                               \
                 for (int h = 0; h < groups; h++) {                                                               \
                     vec dot = vzero();                                                                           \
                     for (int c = 0; c < chunks; c++) dot = vfma(query[h][c], k[c], dot);                         \
@@ -70,7 +65,7 @@ void name(const type *q, const type *keys, const type *values, const uint8_t *al
             for (int t = 0; t < count; t++) {  /* weighted values, key after key in logical order */             \
                 const type *value = values + ((size_t)g * capacity + slots[t]) * D;                              \
                 vec v[MAX_DIM / LANES];                                                                          \
-                for (int c = 0; c < chunks; c++) v[c] = load(value + c * LANES);                                 \
+                for (int c = 0; c < chunks; c++) v[c] = vload_##S(value + c * LANES);                               \
                 for (int h = 0; h < groups; h++) {                                                               \
                     vec w = vbroadcast(scores[h * (K + LANES) + t]);                                             \
                     for (int c = 0; c < chunks; c++) acc[h][c] = vfma(w, v[c], acc[h][c]);                       \
@@ -81,7 +76,7 @@ void name(const type *q, const type *keys, const type *values, const uint8_t *al
                 type *o = out + ((size_t)r * H + g * groups + h) * D;                                            \
                 for (int c = 0; c < chunks; c++) {                                                               \
                     vstore(lanes, vmul(acc[h][c], vbroadcast(norm)));                                            \
-                    for (int i = 0; i < LANES; i++) store(o + c * LANES + i, lanes[i]);                          \
+                    for (int i = 0; i < LANES; i++) store_##S(o + c * LANES + i, lanes[i]);                       \
                 }                                                                                                \
             }                                                                                                    \
         }                                                                                                        \
@@ -90,7 +85,7 @@ void name(const type *q, const type *keys, const type *values, const uint8_t *al
     }                                                                                                            \
 }
 
-ATTEND(bita_attend_bf16, uint16_t, load_bf16, store_bf16)
-ATTEND(bita_attend_f32, float, load_f32, store_f32)
+ATTEND(bita_attend_bf16, uint16_t, u16)
+ATTEND(bita_attend_f32, float, f)
 
 int bita_attention_limits(int *groups, int *dim) { *groups = MAX_GROUPS; *dim = MAX_DIM; return LANES; }

@@ -1,6 +1,6 @@
-/* What bita's native kernels (native_linear.c, native_attention.c) share: bfloat16 <-> float32 and the float32
- * vector operations of the machine's widest SIMD (AVX-512, else AVX2 with FMA), chosen at compile time
- * (-march=native). Each kernel sums in an order fixed by its own data, never by how many rows a pass holds. */
+/* What bita's native kernels (native_linear.c, native_attention.c, native_layer.c) share: bfloat16 <-> float32,
+ * the float32 vector operations of the machine's widest SIMD (AVX-512, else AVX2 with FMA), chosen at compile
+ * time (-march=native), and per-dtype loads, stores and roundings. Each kernel sums in an order fixed by its own data, never by how many rows a pass holds. */
 #ifndef BITA_NATIVE_SIMD_H
 #define BITA_NATIVE_SIMD_H
 #include <stdint.h>
