@@ -2,6 +2,8 @@
 
 Methods: ``hf``, HF ``generate`` on the stock kernels (what a user runs today); ``ar``, our AR
 loop on the loaded model's runtime (its measured kernel plan and forward where they apply: the fair comparison);
+``arf``, our AR loop at its fastest shapes where the runtime's row-invariant passes cost an AR pass speed (a
+GPU: runtime.py ``fastest``; left out with one line elsewhere, where it would be ``ar`` again);
 ``pld``, HF ``generate`` with prompt lookup decoding on the stock kernels (a draft-free peer,
 ``PLD_TOKENS`` proposed tokens a pass); ``hfc``, BiTA inside HF ``generate`` (``custom_generate``,
 bita/hf.py) on the loaded model's kernels: what ``generate`` adds; ``llamacpp``, llama.cpp decoding the same
@@ -24,7 +26,7 @@ import logging
 import statistics
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from tqdm import tqdm
 
@@ -39,9 +41,10 @@ from .divergence import Divergence, divergence
 from .llamacpp import absent_because, run_llamacpp
 from .suites import BenchPrompt
 
-METHODS = ("hf", "hf32", "hfs", "ar", "pld", "hfc", "llamacpp", "bita")
+METHODS = ("hf", "hf32", "hfs", "ar", "arf", "pld", "hfc", "llamacpp", "bita")
 BASELINES = METHODS[:-1]
 LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, static cache", "ar": "our AR loop",
+          "arf": "our AR loop, fastest shapes",
           "pld": "HF prompt lookup", "hfc": "BiTA in HF generate", "llamacpp": "llama.cpp", "bita": "BiTA"}
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
@@ -86,18 +89,22 @@ def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: Tre
         return run_custom_generate(loaded, adapter, plan, prompt_ids, max_new_tokens, sampling)
     if method == "llamacpp":
         return run_llamacpp(loaded, prompt_ids, max_new_tokens, sampling)
-    if method == "ar":
-        return collect("ar", loaded, stream_ar(loaded, prompt_ids, max_new_tokens, sampling=sampling))
+    if method in ("ar", "arf"):
+        runner = replace(loaded, runtime=loaded.runtime.fastest()) if method == "arf" else loaded
+        return collect(method, runner, stream_ar(runner, prompt_ids, max_new_tokens, sampling=sampling))
     return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))
 
 
 def runnable(methods: tuple[str, ...], loaded: LoadedModel) -> tuple[str, ...]:
-    """``methods`` without llama.cpp where it cannot run ``loaded`` here, saying why in one line."""
-    why = absent_because(loaded) if "llamacpp" in methods else None
-    if why is None:
-        return methods
-    logger.warning("the bench runs without llama.cpp: %s", why)
-    return tuple(m for m in methods if m != "llamacpp")
+    """``methods`` without llama.cpp where it cannot run ``loaded`` here, and without ``arf`` where it would
+    run ``ar`` again (the runtime is at its fastest shapes), saying why in one line each."""
+    absent = {"llamacpp": absent_because(loaded) if "llamacpp" in methods else None,
+              "arf": "our AR loop runs at its fastest shapes already" if loaded.runtime.fastest() is loaded.runtime
+              else None}
+    for method, why in absent.items():
+        if method in methods and why:
+            logger.warning("the bench runs without %s: %s", LABELS[method], why)
+    return tuple(m for m in methods if not absent.get(m))
 
 
 def check_methods(methods: tuple[str, ...]) -> tuple[str, ...]:

@@ -32,7 +32,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        "hf32 (HF generate in float32, a float32 copy where the model is not: agreement and "
                        "speed against what a CPU user runs by default), hfs (HF generate with a static cache, "
                        "which it compiles on a GPU), ar (our AR loop, "
-                       "loaded kernels), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
+                       "loaded kernels), arf (our AR loop at its fastest shapes, where row-invariant passes "
+                       "cost it speed: a GPU), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
                        "custom_generate), llamacpp (llama.cpp on the same weights and precision, where "
                        "llama-cpp-python is installed), bita; bita and a baseline")
     bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")

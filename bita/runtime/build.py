@@ -3,8 +3,9 @@
 JSON tables under the cache folder (measured.py).
 
 Which forward (runtime.py lists the kinds): with ``--kernels auto`` a Llama-family model the lean forward
-supports runs it, on a CPU as it is and on a CUDA device at padded row buckets replayed as CUDA graphs,
-once a pass of every bucket agreed with transformers' forward (else transformers' path, with a warning);
+supports runs it, on a CPU as it is and on a CUDA device as fixed-shape passes replayed as CUDA graphs
+(row-invariant ones where Triton runs, else the fastest row buckets), once a pass of every bucket agreed
+with transformers' forward (else transformers' path, with a warning);
 every other model runs transformers' forward, with our attention where ``--kernels auto`` installed it.
 Passes whose token rows attend exactly are probed for row invariance (invariance.py).
 """
@@ -21,7 +22,7 @@ from torch import nn
 from .kernel_plan import KernelPlan
 from .kernels import apply_kernels
 from .lean_llama import LeanLlama, lean_unsupported
-from .padded import PaddedLean, compare_with_transformers
+from .padded import INVARIANT_ROWS, PaddedLean, compare_with_transformers
 from .precision import checked_invariance, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
 from .transformers_forward import TransformersForward
@@ -45,21 +46,38 @@ def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = N
 
 
 def choose_lean(model: nn.Module, plan: KernelPlan | None) -> Forward | None:
-    """The lean forward of ``model``: on a CPU as it is, on a CUDA device replayed as CUDA graphs once its
-    passes agree with transformers' forward (None where they do not, saying so)."""
+    """The lean forward of ``model``: on a CPU as it is; on a CUDA device replayed as CUDA graphs, the first of
+    ``graphed_forwards`` whose passes agree with transformers' forward (None where none does, saying so)."""
     lean = LeanLlama(model, plan)
     if lean.device.type == "cpu":
         return lean
-    graphed = PaddedLean(lean, graphs=True)
-    agreement = compare_with_transformers(model, graphed)
     tolerance = FP32_TOLERANCE if lean.dtype == torch.float32 else HALF_TOLERANCE
-    if agreement.within(tolerance):
-        return graphed
-    warnings.warn(f"the lean forward's CUDA-graph passes disagree with transformers' forward (worst row: relative "
-                  f"L2 {agreement.worst_relative_l2:.2e} against {tolerance:.0e}; argmax differs on "
-                  f"{agreement.top1_differs} of {agreement.rows} rows): decoding runs transformers' path, slower",
-                  stacklevel=3)
+    candidates = graphed_forwards(lean)
+    for index, graphed in enumerate(candidates):
+        then = "trying the next" if index + 1 < len(candidates) else "decoding runs transformers' path, slower"
+        try:
+            agreement = compare_with_transformers(model, graphed)
+        except Exception as error:  # noqa: BLE001 - a kernel that fails on a GPU it never ran on must not stop a load
+            warnings.warn(f"the lean forward's passes ({graphed.describe()}) failed on this GPU ({error!r}): {then}",
+                          stacklevel=3)
+            continue
+        if agreement.within(tolerance):
+            return graphed
+        warnings.warn(f"the lean forward's CUDA-graph passes ({graphed.describe()}) disagree with transformers' "
+                      f"forward (worst row: relative L2 {agreement.worst_relative_l2:.2e} against {tolerance:.0e}; "
+                      f"argmax differs on {agreement.top1_differs} of {agreement.rows} rows): {then}", stacklevel=3)
     return None
+
+
+def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
+    """The CUDA-graph forwards a GPU tries, best first: row-invariant passes of ``INVARIANT_ROWS`` rows (where
+    Triton imports; the probe then decides whether they are exact), then the fastest shapes."""
+    try:
+        invariant = [PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS)]
+    except ImportError as error:
+        warnings.warn(f"Triton cannot be imported ({error}): passes on this GPU are not row-invariant", stacklevel=4)
+        invariant = []
+    return [*invariant, PaddedLean(lean, graphs=True)]
 
 
 def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:

@@ -28,6 +28,10 @@ from .exact_attention import ExactLayout, exact_attention, exact_layout
 from .kernel_plan import STOCK, KernelPlan, PlannedLinear
 from .static_kv import CachePool, StaticKV
 
+# attend(layer, q, keys, values): a layer's attention of the pass's rows, q [R, heads, head_dim] (rotated), over
+# keys, values [1, kv_heads, K, head_dim] (what the cache's write returned) -> [R, heads, head_dim]
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
 LEAN_TYPES = ("llama", "mistral", "qwen2")
 ROTARY_BLOCK = 256  # the rotary table grows by whole blocks of positions
 # Rotary types whose scaling transformers bakes into a fixed ``inv_freq`` (Llama 3.x's "llama3" too);
@@ -78,6 +82,7 @@ class LeanLlama:
     rows attend by exact_attention and its mask rows by SDPA."""
 
     buckets = ()  # every pass runs its own rows
+    logit_rows = 0  # the LM head takes the rows as given
     exact_rows = True  # a pass's token rows attend row-invariantly
 
     def __init__(self, model: nn.Module, plan: KernelPlan | None = None):
@@ -121,6 +126,10 @@ class LeanLlama:
     def release(self, cache: StaticKV) -> None:
         """A request is done with ``cache``: the next one may reuse it."""
         self.caches.give_back(cache)
+
+    def fastest(self) -> LeanLlama:
+        """Itself: its passes run no slower for being row-invariant."""
+        return self
 
     def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """transformers' LlamaRMSNorm, same operations in the same order (x cast to float once)."""
@@ -167,30 +176,20 @@ class LeanLlama:
         if self.native:
             hidden = self.run_native_layers(embeds, positions, allowed, cache)
         else:
-            hidden = self.run_layers(embeds, positions, allowed, cache.append, exact=exact, buffers=cache.buffers)
+            hidden = self.run_layers(embeds, positions, cache.append, self.sdpa(allowed) if exact is None else (
+                lambda layer, q, keys, values: self.attend_exact(q, keys, values, exact, cache.buffers(layer))))
         cache.advance(rows)
         return hidden
 
-    def run_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+    def run_layers(self, x: torch.Tensor, positions: torch.Tensor,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                   fold_groups: bool = False, exact: ExactLayout | None = None,
-                   buffers: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+                   attend: Attend) -> torch.Tensor:
         """The decoder stack over rows x [R, H] at ``positions`` [R]; ``write(layer, keys, values)``
         stores a layer's new keys/values [1, kv_heads, R, head_dim] and returns the keys/values
-        [1, kv_heads, K, head_dim] to attend under ``allowed`` [R, K] bool. Returns [R, H].
-
-        ``fold_groups``: the G query heads that share a key/value head become G x R rows of one
-        attention call per key/value head, under the mask repeated G times (built once per pass), so
-        SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the CUDA path); else
-        ``enable_gqa`` (the CPU path, bit-identical to transformers' there).
-
-        ``exact``: the rows that attend by ``exact_attention`` over ``buffers(layer)``, a layer's whole
-        key and value buffers [kv_heads, capacity, head_dim]; the other rows by SDPA."""
+        [1, kv_heads, K, head_dim] that ``attend(layer, q, keys, values)`` attends with the rows' queries
+        q [R, heads, head_dim] (``Attend``). Returns [R, H]."""
         rows = x.shape[0]
         cos, sin = self.rotary(positions.to(self.device))
-        groups = self.heads // self.kv_heads
-        mask = allowed.to(self.device)
-        mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
             projected = qkv(self.rms(x, norm_in))  # [R, q_size + 2 kv_size]: queries, keys, values
@@ -198,21 +197,32 @@ class LeanLlama:
                                                                        self.head_dim), cos, sin)  # queries and keys
             q, k = rotated[:, :self.heads], rotated[:, self.heads:].transpose(0, 1)[None]  # [R, heads, d]
             v = projected[:, q_size + kv_size:].view(rows, self.kv_heads, self.head_dim)
-            keys, values = write(index, k, v.transpose(0, 1)[None])
-            if fold_groups:  # [R, kv_heads x G, d] -> [1, kv_heads, G x R, d]: head h = kv head h // G
-                q = q.view(rows, self.kv_heads, groups, self.head_dim).permute(1, 2, 0, 3).reshape(
-                    1, self.kv_heads, groups * rows, self.head_dim)
-                attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-                attended = attended.view(self.kv_heads, groups, rows, self.head_dim).permute(2, 0, 1, 3)
-            elif exact is not None:
-                attended = self.attend_exact(q, keys, values, exact, buffers(index))
-            else:
-                attended = F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
-                                                          enable_gqa=True)[0].transpose(0, 1)
+            attended = attend(index, q, *write(index, k, v.transpose(0, 1)[None]))
             x = x + out(attended.reshape(rows, q_size))
             gate, up = gate_up(self.rms(x, norm_post)).chunk(2, -1)
             x = x + down(F.silu(gate) * up)
         return self.rms(x, self.norm)
+
+    def sdpa(self, allowed: torch.Tensor, fold_groups: bool = False) -> Attend:
+        """Rows attend by SDPA under allowed [R, K] bool. ``fold_groups``: the G query heads that share a
+        key/value head become G x R rows of one call per key/value head, under the mask repeated G times
+        (built once here), so SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the
+        CUDA path); else ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
+        groups, dim = self.heads // self.kv_heads, self.head_dim
+        mask = allowed.to(self.device)
+        mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
+
+        def attend(layer: int, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+            rows = q.shape[0]
+            if not fold_groups:
+                return F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
+                                                      enable_gqa=True)[0].transpose(0, 1)
+            # [R, kv_heads x G, d] -> [1, kv_heads, G x R, d]: head h = kv head h // G
+            folded = q.view(rows, self.kv_heads, groups, dim).permute(1, 2, 0, 3).reshape(1, self.kv_heads,
+                                                                                          groups * rows, dim)
+            attended = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask)
+            return attended.view(self.kv_heads, groups, rows, dim).permute(2, 0, 1, 3)
+        return attend
 
     def run_native_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
                           cache: StaticKV) -> torch.Tensor:

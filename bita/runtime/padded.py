@@ -38,17 +38,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .lean_llama import LeanLlama
+from .lean_llama import Attend, LeanLlama
 from .static_kv import StaticKV
 from .transformers_forward import TransformersForward
 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # a pass of R rows runs as the first bucket >= R
+INVARIANT_ROWS = 64  # the rows of every row-invariant pass, AR or tree (a larger tree runs as two)
 
 
-def bucket_of(rows: int) -> int:
+def bucket_of(rows: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
     """The rows of the bucket a pass of ``rows`` rows runs as (the last bucket's for longer passes, which
     run as several)."""
-    return ROW_BUCKETS[min(bisect_left(ROW_BUCKETS, rows), len(ROW_BUCKETS) - 1)]
+    return buckets[min(bisect_left(buckets, rows), len(buckets) - 1)]
 
 
 @dataclass(frozen=True)
@@ -143,22 +144,39 @@ class PassBuffers:
 
 class PaddedLean:
     """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record each bucket's pass
-    with ``capture`` (CUDA graphs by default) and replay it."""
+    with ``capture`` (CUDA graphs by default) and replay it.
 
-    exact_rows = False  # rows attend by SDPA over the whole buffer
-    buckets = ROW_BUCKETS
+    ``invariant_rows`` (0: off): row-invariant passes. Every pass runs as passes of this many rows (one
+    shape for every matrix product: an AR pass costs a tree pass's), every row attends in logical order
+    (logical_attention.py, Triton), and the LM head runs on that many rows too (``logit_rows``), so a
+    row's logits do not depend on its pass; otherwise rows attend by SDPA over the whole buffer at
+    ``ROW_BUCKETS``' shapes, the fastest for an AR pass."""
 
     def __init__(self, lean: LeanLlama, graphs: bool,
-                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
-        self.lean, self.graphs, self.capture = lean, graphs, capture
+                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0):
+        self.lean, self.graphs, self.capture, self.invariant_rows = lean, graphs, capture, invariant_rows
         self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
+        self.exact_rows = invariant_rows > 0  # every row attends in logical order
+        self.buckets = (invariant_rows,) if invariant_rows else ROW_BUCKETS
+        self.logit_rows = invariant_rows
+        if invariant_rows:
+            from . import logical_attention  # Triton: only where a runtime asks for invariant passes
+            self.logical = logical_attention
 
     @property
     def kind(self) -> str:
-        return "lean+graphs" if self.graphs else "lean+padded"
+        return ("lean+graphs" if self.graphs else "lean+padded") + (
+            f"+invariant{self.invariant_rows}" if self.invariant_rows else "")
 
     def describe(self) -> str:
-        return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} per row bucket"
+        shape = (f"every pass at {self.invariant_rows} rows, attention in logical order (row-invariant)"
+                 if self.invariant_rows else "per row bucket")
+        return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} {shape}"
+
+    def fastest(self) -> PaddedLean:
+        """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA): our AR loop's speed baseline where
+        invariance costs an AR pass speed. It shares the lean forward and its cache pool."""
+        return PaddedLean(self.lean, self.graphs, self.capture) if self.invariant_rows else self
 
     def grow_rotary(self, positions: int) -> None:
         """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the
@@ -170,12 +188,12 @@ class PaddedLean:
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """A pooled cache holding ``prompts`` with room for ``rows`` slots past them and, with graphs, every
         bucket recorded on it."""
-        cache = self.lean.new_cache(prompts, rows + ROW_BUCKETS[-1])  # and a padded pass past the last row
+        cache = self.lean.new_cache(prompts, rows + self.buckets[-1])  # and a padded pass past the last row
         self.grow_rotary(cache.capacity)
         if self.graphs:
-            for bucket in ROW_BUCKETS:
-                if bucket not in cache.recorded:
-                    buffers = cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
+            for bucket in self.buckets:
+                buffers = self._buffers(cache, bucket)
+                if buffers.recorded is None:
                     positions, _, allowed = buffers.views()
                     buffers.fill(cache.length, buffers.embeds[:0], positions[:0], allowed[:0, :0])
                     self._record(buffers, cache)
@@ -191,7 +209,7 @@ class PaddedLean:
         ``positions`` [R] appended to ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm hidden
         states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
         rows of a pass see only rows before them)."""
-        step, start = ROW_BUCKETS[-1], cache.length
+        step, start = self.buckets[-1], cache.length
         if embeds.shape[0] <= step:  # every decoding pass: one replay, no concatenation
             return self._bucket_pass(cache, embeds, positions, allowed)
         return torch.cat([self._bucket_pass(cache, embeds[first:first + step], positions[first:first + step],
@@ -202,10 +220,10 @@ class PaddedLean:
                      allowed: torch.Tensor) -> torch.Tensor:
         """A pass of at most the last bucket's rows, padded to its bucket: [R, H]."""
         rows = embeds.shape[0]
-        bucket = bucket_of(rows)
+        bucket = bucket_of(rows, self.buckets)
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
         self.grow_rotary(cache.capacity)
-        buffers = cache.recorded.get(bucket) or cache.recorded.setdefault(bucket, self._buffers(cache, bucket))
+        buffers = self._buffers(cache, bucket)
         buffers.fill(cache.length, embeds, positions, allowed)
         if buffers.recorded is not None:
             buffers.recorded.replay()
@@ -218,7 +236,12 @@ class PaddedLean:
         return buffers.hidden[:rows].clone()
 
     def _buffers(self, cache: StaticKV, bucket: int) -> PassBuffers:
-        return PassBuffers.make(bucket, cache.capacity, self.lean.norm.shape[0], cache.kv.dtype, cache.kv.device)
+        """The buffers of ``bucket``'s passes on ``cache`` (made once, kept in ``cache.recorded``)."""
+        key = (self.invariant_rows, bucket)
+        if key not in cache.recorded:
+            cache.recorded[key] = PassBuffers.make(bucket, cache.capacity, self.lean.norm.shape[0], cache.kv.dtype,
+                                                   cache.kv.device)
+        return cache.recorded[key]
 
     def _run(self, buffers: PassBuffers, cache: StaticKV) -> torch.Tensor:
         """The padded pass on the buffers: [B, H]."""
@@ -226,7 +249,15 @@ class PaddedLean:
 
         def write(layer, keys, values):
             return cache.write_at(layer, slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, positions, allowed, write, fold_groups=True)
+        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed))
+
+    def _attention(self, allowed: torch.Tensor) -> Attend:
+        """How the rows of a pass under allowed [B, K] attend: in logical order (``invariant_rows``; the order
+        table built once, inside the pass), else SDPA with the query groups folded into rows."""
+        if not self.invariant_rows:
+            return self.lean.sdpa(allowed, fold_groups=True)
+        order, counts = self.logical.logical_order(allowed)
+        return lambda layer, q, keys, values: self.logical.attend(q, keys[0], values[0], order, counts)
 
     def _record(self, buffers: PassBuffers, cache: StaticKV) -> None:
         """Record the padded pass with ``capture``; ``buffers.hidden`` becomes its output."""

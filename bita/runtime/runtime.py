@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -52,12 +52,16 @@ class Forward(Protocol):
     kind: str  # a stable name: part of the runtime's key
     exact_rows: bool  # a pass's token rows attend by exact_attention (row-invariant by construction)
     buckets: tuple[int, ...]  # the row counts passes run padded to (CUDA graphs); () where a pass runs its rows
+    logit_rows: int  # the LM head runs on this many rows at a time, padded (row-invariant logits); 0: as given
 
     def describe(self) -> str: ...
 
     def new_cache(self, prompts: Prompts = (), rows: int = 0) -> Cache: ...
 
     def release(self, cache: Cache) -> None: ...
+
+    def fastest(self) -> Forward:
+        """This forward at its fastest shapes (itself, unless row invariance costs it speed)."""
 
     def forward(self, cache: Cache, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
                 ordinary: int) -> torch.Tensor:
@@ -143,7 +147,20 @@ class Runtime:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head on rows hidden [..., H] -> float logits [..., V]."""
-        return output_logits(self.model, hidden)
+        rows = self.forward.logit_rows
+        if not rows:
+            return output_logits(self.model, hidden)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        padded = torch.nn.functional.pad(flat, (0, 0, 0, -len(flat) % rows))
+        logits = torch.cat([output_logits(self.model, padded[first:first + rows])
+                            for first in range(0, len(padded), rows)])
+        return logits[:len(flat)].view(*hidden.shape[:-1], -1)
+
+    def fastest(self) -> Runtime:
+        """This runtime at its fastest shapes, unprobed: our AR loop's speed baseline where row invariance costs
+        an AR pass speed (padded.py), else itself."""
+        fastest = self.forward.fastest()
+        return self if fastest is self.forward else replace(self, forward=fastest, invariance=None)
 
     @contextmanager
     def stock(self) -> Iterator[nn.Module]:

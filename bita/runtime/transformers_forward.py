@@ -57,6 +57,7 @@ class TransformersForward:
     attend by their exact layouts."""
 
     buckets = ()  # every pass runs its own rows
+    logit_rows = 0  # the LM head takes the rows as given
 
     def __init__(self, model: nn.Module, exact: bool):
         self.model, self.exact_rows = model, exact
@@ -76,6 +77,10 @@ class TransformersForward:
 
     def release(self, cache: TransformersKV) -> None:
         """Nothing to give back: a DynamicCache is not pooled."""
+
+    def fastest(self) -> TransformersForward:
+        """Itself: its passes run no slower for being row-invariant."""
+        return self
 
     def forward(self, cache: TransformersKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
                 ordinary: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.runtime import build
+from bita.runtime.invariance import probe_row_invariance
 from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
 from bita.runtime.padded import ROW_BUCKETS, PaddedLean, Recorded, compare_with_transformers
 from bita.runtime.runtime import Runtime
@@ -48,7 +49,7 @@ def test_padded_passes_give_the_lean_forwards_hidden_states(arch):
         torch.testing.assert_close(padded.forward(caches[1], embeds, positions, allowed), expected)
         cached += rows
     assert caches[1].length == cached and caches[1].capacity > 256
-    assert set(caches[1].recorded) <= {1, 2, 4, 8, 16, 32, 64, 128}
+    assert {bucket for _, bucket in caches[1].recorded} <= set(ROW_BUCKETS)
 
 
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "chain:1"])
@@ -76,8 +77,19 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
 
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
     monkeypatch.setattr(build, "compare_with_transformers", lambda *args: wrong)
-    with pytest.warns(UserWarning, match="disagree with transformers' forward .* runs transformers' path"):
+    with pytest.warns(UserWarning) as caught:  # the row-invariant passes, then the fastest shapes
         assert build.prepare(model).forward.kind == "transformers+exact"
+    assert [str(w.message).split("): ")[-1] for w in caught] == [
+        "trying the next", "decoding runs transformers' path, slower"]
+    assert all("disagree with transformers' forward" in str(w.message) for w in caught)
+
+    def invariant_kernel_fails(model, forward):  # a Triton kernel that does not build on a GPU it never ran on
+        if forward.invariant_rows:
+            raise RuntimeError("no kernel")
+        return agreement
+    monkeypatch.setattr(build, "compare_with_transformers", invariant_kernel_fails)
+    with pytest.warns(UserWarning, match=r"failed on this GPU \(RuntimeError\('no kernel'\)\): trying the next"):
+        assert build.prepare(model).forward.kind == "lean+graphs"
 
 
 def test_keep_compacts_every_layer_with_one_gather():
@@ -220,3 +232,62 @@ def test_recorded_passes_survive_a_compiled_model_beside_them():
         ours, expected = (side.forward(cache, embeds, positions, allowed) for side, cache in zip((graphed, eager), caches))
         torch.cuda.synchronize()
         torch.testing.assert_close(ours, expected)
+
+
+INVARIANT_ROWS = 8  # the invariant passes' rows here (Triton's interpreter runs a program per row and key/value head)
+
+
+def invariant_runtime(arch: str, dtype: torch.dtype = torch.float32, **options) -> Runtime:
+    model = tiny_model(arch).to(dtype)
+    return Runtime(model, PaddedLean(LeanLlama(model), invariant_rows=INVARIANT_ROWS, **{"graphs": False, **options}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_invariant_passes_are_proved_row_invariant(dtype):
+    """The load-time probe (invariance.py) on passes of one shape with attention in logical order: every
+    verification row of its tree passes (2 .. 32 rows, past one pass's 8) equals our AR loop's, bitwise. Its
+    fastest shapes share its lean forward. (On a GPU those fail the probe in bf16; on this CPU they may not.)"""
+    runtime = invariant_runtime("llama", dtype)
+    assert runtime.forward.exact_rows and runtime.buckets == (INVARIANT_ROWS,)
+    assert runtime.forward.kind == "lean+padded+invariant8"
+    assert probe_row_invariance(runtime).holds
+    fastest = runtime.fastest()
+    assert fastest.forward.buckets == ROW_BUCKETS and fastest.forward.lean is runtime.forward.lean
+    assert fastest.invariance is None and not fastest.forward.exact_rows and fastest.fastest() is fastest
+
+
+@pytest.mark.parametrize("arch", LEAN_TYPES)
+def test_bita_and_our_ar_loop_on_invariant_passes_equal_hf_generate(arch, one_thread):
+    assert_lossless(invariant_runtime(arch), "efficient:3,2,2", random_prompts(1, seed=5), new_tokens=12)
+
+
+def test_invariant_logits_of_a_row_do_not_depend_on_the_rows_beside_it():
+    """The LM head runs on the forward's rows, padded: a row's logits alone are its logits among others."""
+    runtime = invariant_runtime("qwen2", torch.bfloat16)
+    hidden = torch.randn(INVARIANT_ROWS + 3, runtime.model.config.hidden_size).to(torch.bfloat16)
+    logits = runtime.logits(hidden)
+    assert logits.shape == (INVARIANT_ROWS + 3, runtime.model.config.vocab_size)
+    assert all(torch.equal(runtime.logits(hidden[row:row + 1])[0], logits[row]) for row in (0, 5, INVARIANT_ROWS + 1))
+
+
+def test_invariant_graphs_are_recorded_beside_the_fastest_shapes_on_one_buffer():
+    """The invariant forward and its fastest shapes share the lean forward's cache pool: each records its own
+    passes on a buffer, under its own keys."""
+    recorder = CountingRecorder()
+    runtime = invariant_runtime("llama", graphs=True, capture=recorder)
+    cache = runtime.new_cache(rows=10)
+    assert recorder.count == 1 and set(cache.recorded) == {(INVARIANT_ROWS, INVARIANT_ROWS)}
+    runtime.release(cache)
+    fastest = runtime.fastest()
+    assert fastest.new_cache(rows=10) is cache and recorder.count == 1 + len(ROW_BUCKETS)
+    assert len(cache.recorded) == 1 + len(ROW_BUCKETS)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton kernels compiled for a GPU need a CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_invariant_graphs_on_a_gpu_pass_the_probe(dtype):
+    """The GPU's own kernels: Triton's attention compiled, CUDA graphs, cuBLAS at one shape per pass."""
+    model = tiny_model("llama").to("cuda", dtype)
+    runtime = Runtime(model, PaddedLean(LeanLlama(model), graphs=True, invariant_rows=INVARIANT_ROWS))
+    invariance = probe_row_invariance(runtime)
+    assert invariance.holds, invariance.describe()
