@@ -2,8 +2,10 @@
 
 transformers' modeling code costs about a fifth of a pass on a 2-vCPU CPU (docs/speed.md: 46.7
 -> 36.8 ms for one row on an AMD EPYC with AVX-512, logits bit-identical). This forward does what
-it does for these architectures, gpt-fast style: QKV and gate/up fused once, RMSNorm and rotary
-written out in transformers' order of operations, keys and values written in place into a
+it does for these architectures, gpt-fast style: QKV and gate/up fused once, one layer loop
+(``run_layers``) whose elementwise work (RMSNorm, rotary, SiLU x up) runs on ``LayerOps``: transformers'
+own operations in its order (``TorchOps``), native.py's kernels on a CPU, or triton_layer.py's on a GPU's
+row-invariant passes, and whose attention is the caller's; keys and values written in place into a
 ``StaticKV`` (no concatenation, no crop; its buffers pooled across requests), SDPA with
 ``enable_gqa`` under a boolean mask (on CUDA the query groups folded into rows instead), and each
 linear on the one path the machine's kernel plan chose (kernel_plan.py); a pass's token rows attend by
@@ -18,6 +20,7 @@ graphs (padded.py). Every other architecture and quantised layers keep transform
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +59,38 @@ def lean_unsupported(model: nn.Module) -> str | None:
     if any(type(m) is not nn.Linear or m.weight.device.type not in ("cpu", "cuda") for m in linears):
         return "quantised layers, or weights on a device other than a CPU or CUDA GPU"
     return None
+
+
+class LayerOps(Protocol):
+    """A layer's elementwise work, one call each (native.py's and triton_layer.py's functions, ``TorchOps``)."""
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """transformers' LlamaRMSNorm of x [R, H] (rows may be apart, the last dimension contiguous) -> [R, H]."""
+
+    def rotate_(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotary embedding in place on x [R, heads, D] by cos, sin [R, D]: x cos + rotate_half(x) sin. Returns x."""
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """gate_up [R, 2I] (gate, then up) -> silu(gate) x up [R, I]."""
+
+
+class TorchOps:
+    """``LayerOps`` as transformers computes them, operation for operation (bit-identical to its forward)."""
+
+    @staticmethod
+    def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        wide = x.float()  # cast once, as LlamaRMSNorm
+        return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+    @staticmethod
+    def rotate_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return x.copy_(x * cos[:, None] + torch.cat([-x[..., half:], x[..., :half]], -1) * sin[:, None])
+
+    @staticmethod
+    def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, -1)
+        return F.silu(gate) * up
 
 
 class FusedLinear(PlannedLinear):
@@ -131,11 +166,6 @@ class LeanLlama:
         """Itself: its passes run no slower for being row-invariant."""
         return self
 
-    def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """transformers' LlamaRMSNorm, same operations in the same order (x cast to float once)."""
-        wide = x.float()
-        return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-
     def grow_rotary(self, positions: int) -> None:
         """Make the rotary table cover positions 0 .. ``positions`` - 1, in whole blocks of ``ROTARY_BLOCK``
         computed at once: a position's cos and sin must not depend on which other positions share its
@@ -147,16 +177,6 @@ class LeanLlama:
         freqs = torch.arange(count, device=self.device).float()[:, None] * self.inv_freq.float()[None]
         angles = torch.cat([freqs, freqs], -1)
         self.cos, self.sin = angles.cos().to(self.dtype), angles.sin().to(self.dtype)
-
-    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [R, 1, head_dim] for positions [R] (transformers' default rotary), from the table
-        (``grow_rotary`` first)."""
-        return self.cos[positions][:, None], self.sin[positions][:, None]
-
-    @staticmethod
-    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
     @torch.inference_mode()
     def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
@@ -174,34 +194,38 @@ class LeanLlama:
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
         if self.native:
-            hidden = self.run_native_layers(embeds, positions, allowed, cache)
+            def attend(layer, q, keys, values):
+                return native.attend(q, *cache.buffers(layer), allowed)
+        elif exact is None:
+            attend = self.sdpa(allowed)
         else:
-            hidden = self.run_layers(embeds, positions, cache.append, self.sdpa(allowed) if exact is None else (
-                lambda layer, q, keys, values: self.attend_exact(q, keys, values, exact, cache.buffers(layer))))
+            def attend(layer, q, keys, values):
+                return self.attend_exact(q, keys, values, exact, cache.buffers(layer))
+        hidden = self.run_layers(embeds, positions, cache.append, attend, native if self.native else TorchOps)
         cache.advance(rows)
         return hidden
 
     def run_layers(self, x: torch.Tensor, positions: torch.Tensor,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                   attend: Attend) -> torch.Tensor:
-        """The decoder stack over rows x [R, H] at ``positions`` [R]; ``write(layer, keys, values)``
-        stores a layer's new keys/values [1, kv_heads, R, head_dim] and returns the keys/values
-        [1, kv_heads, K, head_dim] that ``attend(layer, q, keys, values)`` attends with the rows' queries
-        q [R, heads, head_dim] (``Attend``). Returns [R, H]."""
-        rows = x.shape[0]
-        cos, sin = self.rotary(positions.to(self.device))
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+                   attend: Attend, ops: LayerOps) -> torch.Tensor:
+        """The decoder stack over rows x [R, H] at ``positions`` [R] (``grow_rotary`` first), a layer's elementwise
+        work on ``ops``; ``write(layer, keys, values)`` stores a layer's new keys/values [1, kv_heads, R, head_dim]
+        and returns the keys/values [1, kv_heads, K, head_dim] that ``attend(layer, q, keys, values)`` attends with
+        the rows' queries q [R, heads, head_dim] (``Attend``). The residual is added by the linear that ends each
+        half (natively as it stores, on the native path). Returns [R, H]."""
+        rows, eps, dim = x.shape[0], self.eps, self.head_dim
+        positions = positions.to(self.device)
+        cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
+        q_size, kv_size = self.heads * dim, self.kv_heads * dim
         for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
-            projected = qkv(self.rms(x, norm_in))  # [R, q_size + 2 kv_size]: queries, keys, values
-            rotated = self.rotate(projected[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads,
-                                                                       self.head_dim), cos, sin)  # queries and keys
-            q, k = rotated[:, :self.heads], rotated[:, self.heads:].transpose(0, 1)[None]  # [R, heads, d]
-            v = projected[:, q_size + kv_size:].view(rows, self.kv_heads, self.head_dim)
-            attended = attend(index, q, *write(index, k, v.transpose(0, 1)[None]))
-            x = x + out(attended.reshape(rows, q_size))
-            gate, up = gate_up(self.rms(x, norm_post)).chunk(2, -1)
-            x = x + down(F.silu(gate) * up)
-        return self.rms(x, self.norm)
+            projected = qkv(ops.rms_norm(x, norm_in, eps))  # [R, q_size + 2 kv_size]: queries, keys, values
+            ops.rotate_(projected[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, dim), cos, sin)
+            k, v = (projected[:, start:start + kv_size].view(rows, self.kv_heads, dim).transpose(0, 1)[None]
+                    for start in (q_size, q_size + kv_size))
+            attended = attend(index, projected[:, :q_size].view(rows, self.heads, dim), *write(index, k, v))
+            x = out(attended.reshape(rows, q_size), residual=x)
+            x = down(ops.silu_mul(gate_up(ops.rms_norm(x, norm_post, eps))), residual=x)
+        return ops.rms_norm(x, self.norm, eps)
 
     def sdpa(self, allowed: torch.Tensor, fold_groups: bool = False) -> Attend:
         """Rows attend by SDPA under allowed [R, K] bool. ``fold_groups``: the G query heads that share a
@@ -223,27 +247,6 @@ class LeanLlama:
             attended = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask)
             return attended.view(self.kv_heads, groups, rows, dim).permute(2, 0, 1, 3)
         return attend
-
-    def run_native_layers(self, x: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
-                          cache: StaticKV) -> torch.Tensor:
-        """The decoder stack over rows x [R, H] at ``positions`` [R] on native.py's kernels: RMSNorm, rotary and
-        SiLU x up one call each, the residual added by the linear that ends each half (where the plan runs it
-        natively), and every row attending by native attention to the ``cache`` slots ``allowed`` [R, K] says.
-        The rows' keys and values are written at the cache's next R slots. Returns [R, H]."""
-        rows, groups = x.shape[0], self.heads + self.kv_heads
-        cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
-            projected = qkv(native.rms_norm(x, norm_in, self.eps))  # [R, q_size + 2 kv_size]
-            native.rotate_(projected[:, :q_size + kv_size].view(rows, groups, self.head_dim), cos, sin)
-            k, v = (projected[:, start:start + kv_size].view(rows, self.kv_heads, self.head_dim).transpose(0, 1)[None]
-                    for start in (q_size, q_size + kv_size))
-            cache.append(index, k, v)
-            attended = native.attend(projected[:, :q_size].view(rows, self.heads, self.head_dim),
-                                     *cache.buffers(index), allowed)
-            x = out(attended.view(rows, q_size), residual=x)
-            x = down(native.silu_mul(gate_up(native.rms_norm(x, norm_post, self.eps))), residual=x)
-        return native.rms_norm(x, self.norm, self.eps)
 
     @staticmethod
     def attend_exact(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, exact: ExactLayout,

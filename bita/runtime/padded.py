@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .lean_llama import Attend, LeanLlama
+from .lean_llama import Attend, LayerOps, LeanLlama, TorchOps
 from .static_kv import StaticKV
 from .transformers_forward import TransformersForward
 
@@ -148,9 +148,10 @@ class PaddedLean:
 
     ``invariant_rows`` (0: off): row-invariant passes. Every pass runs as passes of this many rows (one
     shape for every matrix product: an AR pass costs a tree pass's), every row attends in logical order
-    (logical_attention.py, Triton), and the LM head runs on that many rows too (``logit_rows``), so a
-    row's logits do not depend on its pass; otherwise rows attend by SDPA over the whole buffer at
-    ``ROW_BUCKETS``' shapes, the fastest for an AR pass."""
+    (logical_attention.py), a layer's elementwise work runs one Triton kernel each (triton_layer.py), and
+    the LM head runs on that many rows too (``logit_rows``), so a row's logits do not depend on its pass.
+    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with transformers'
+    torch operations: the fastest shapes for an AR pass, and what a GPU without Triton runs."""
 
     def __init__(self, lean: LeanLlama, graphs: bool,
                  capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0):
@@ -159,9 +160,10 @@ class PaddedLean:
         self.exact_rows = invariant_rows > 0  # every row attends in logical order
         self.buckets = (invariant_rows,) if invariant_rows else ROW_BUCKETS
         self.logit_rows = invariant_rows
-        if invariant_rows:
-            from . import logical_attention  # Triton: only where a runtime asks for invariant passes
-            self.logical = logical_attention
+        self.ops: LayerOps = TorchOps
+        if invariant_rows:  # Triton: only where a runtime asks for invariant passes
+            from . import logical_attention, triton_layer
+            self.logical, self.ops = logical_attention, triton_layer
 
     @property
     def kind(self) -> str:
@@ -249,7 +251,7 @@ class PaddedLean:
 
         def write(layer, keys, values):
             return cache.write_at(layer, slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed))
+        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed), self.ops)
 
     def _attention(self, allowed: torch.Tensor) -> Attend:
         """How the rows of a pass under allowed [B, K] attend: in logical order (``invariant_rows``; the order
