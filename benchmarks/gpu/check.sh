@@ -34,7 +34,7 @@ step() {
   timeout $t "$@" > $R/$name.out 2> >(tr '\r' '\n' | grep -v 'it/s\]\|s/it\]\|round/s\]' > $R/$name.err)
   local rc=$?
   { echo; echo "=== $name: rc=$rc in $(( $(date +%s) - start ))s (limit ${t}s), at +$(( $(date +%s) - T0 ))s"; echo "\$ $*"
-    tail -c 2500 $R/$name.out; [ $rc -ne 0 ] && tail -c 1500 $R/$name.err; } >> $LOG
+    tail -c 2500 $R/$name.out; grep -i "warn" $R/$name.err | cut -c1-600 | tail -4; [ $rc -ne 0 ] && tail -c 1500 $R/$name.err; } >> $LOG
   tar czf $OUT/gpu-check.tgz -C $R .
 }
 step graphs 90 python3 .gpu/c/graphs_beside_compile.py --model $G --dtype bfloat16
