@@ -4,6 +4,8 @@
 # (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category) sizes the 16-prompt bench.
+#   inv      bf16 row invariance: the runtime's probe and the fastest shapes' probe, cuBLAS rows tested at each
+#            index, AR and 8-row pass ms of both (invariance_check.py)
 #   graphs   CUDA graphs recorded, then a torch.compile'd model's CUDA graphs beside them, then replays
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
 #            load-time probe passed: the log's runtime line says), our AR loop at its fastest shapes, BiTA
@@ -14,7 +16,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-2}; TOK=${TOK:-128}
-STEPS=${STEPS:-"graphs mt80-16 hfs16 pc16 mt80-32 pc32 pc1b"}
+STEPS=${STEPS:-"inv graphs mt80-16 hfs16 pc16 mt80-32 pc32 pc1b"}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -37,6 +39,7 @@ step() {
     tail -c 2500 $R/$name.out; grep -i "warn" $R/$name.err | cut -c1-600 | tail -4; [ $rc -ne 0 ] && tail -c 1500 $R/$name.err; } >> $LOG
   tar czf $OUT/gpu-check.tgz -C $R .
 }
+step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
 step graphs 90 python3 .gpu/c/graphs_beside_compile.py --model $G --dtype bfloat16
 step mt80-16 150 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods ar,arf,bita --json-out $R/mt80-16.json --markdown $R/mt80-16.md
 step hfs16 130 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,arf,bita --json-out $R/hfs16.json --markdown $R/hfs16.md

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .device import cpu_info, describe_cpu
+from .device import cpu_info, describe_cpu, timed
 from .invariance import Invariance, probe_row_invariance
 from .measured import measured
 from .runtime import Runtime
@@ -70,9 +69,7 @@ def pass_milliseconds(runtime: Runtime) -> dict[str, float]:
             embeds, positions = embed(tokens[TIMED_CONTEXT:TIMED_CONTEXT + rows]), TIMED_CONTEXT + torch.arange(rows)
             seconds = []
             for _ in range(TIMED_REPEATS + 1):
-                started = time.perf_counter()
-                runtime.run(cache, embeds, positions, allowed)
-                seconds.append(time.perf_counter() - started)
+                seconds.append(timed(runtime.device, lambda: runtime.run(cache, embeds, positions, allowed))[1])  # noqa: B023
                 cache.crop(-rows)
             times[f"{rows} rows"] = 1000 * statistics.median(seconds[1:])
         return times

@@ -1,0 +1,69 @@
+"""Issue 47, bf16 on a GPU: is a pass row-invariant there, and what does invariance cost an AR pass?
+
+    python3 benchmarks/gpu/invariance_check.py --model /tmp/s/model.gguf [--dtype bfloat16]
+
+Prints, for the default model on the GPU at hand:
+1. the runtime's forward and its load-time probe (invariance.py), and the probe of the fastest shapes
+   (``Runtime.fastest``: row buckets, SDPA, transformers' operations) beside it;
+2. what the invariant design assumes of cuBLAS, tested directly: a linear of each of the model's shapes at the
+   invariant pass's rows gives a row the same bits whatever its index among them (a row at index 0 against
+   the same row at other indices, among random rows); and, for contrast, whether a row alone (1 row) gives the
+   same bits as among 64 (the shapes of AR and tree passes at the fastest shapes);
+3. median milliseconds of an AR pass and an 8-row pass after 128 tokens, invariant and fastest.
+"""
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from bita.model.loading import load_model
+from bita.runtime.invariance import probe_row_invariance
+from bita.runtime.padded import INVARIANT_ROWS
+from bita.runtime.precision import pass_milliseconds
+
+INDICES = (1, 7, 16, 31, 32, 47, 63)
+
+
+def same_row(weight: torch.Tensor, rows: int, generator: torch.Generator) -> tuple[int, int]:
+    """Of the rows INDICES (< rows), how many give row 0's bits when a random row sits at index 0 of a
+    [rows, in] product and at that index of another; and whether a lone row's product equals it (1/0)."""
+    x = torch.randn(rows, weight.shape[1], generator=generator).to(weight.device, weight.dtype)
+    reference = F.linear(x, weight)[0]
+    same = 0
+    for index in (i for i in INDICES if i < rows):
+        other = torch.randn(rows, weight.shape[1], generator=generator).to(weight.device, weight.dtype)
+        other[index] = x[0]
+        same += int(torch.equal(F.linear(other, weight)[index], reference))
+    return same, int(torch.equal(F.linear(x[:1], weight)[0], reference))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--dtype", default="bfloat16")
+    args = parser.parse_args()
+    loaded = load_model(args.model, device="cuda", dtype=args.dtype)
+    runtime, fastest = loaded.runtime, loaded.runtime.fastest()
+    print(f"runtime: {runtime.describe()}\nkey: {runtime.key}")
+    if fastest is not runtime:
+        print(f"fastest shapes: {fastest.forward.describe()}; probe: {probe_row_invariance(fastest).describe()}")
+    lean = getattr(runtime.forward, "lean", None)
+    if lean is not None:
+        generator = torch.Generator().manual_seed(0)
+        _, qkv, out, _, gate_up, down = lean.layers[0]
+        shapes = {"qkv": qkv.weight, "out": out.weight, "gate_up": gate_up.weight, "down": down.weight,
+                  "head": loaded.model.get_output_embeddings().weight}
+        print(f"\ncuBLAS, {args.dtype}: a row's bits at other indices among {INVARIANT_ROWS} rows; alone vs among them")
+        print("| linear | out x in | same at other indices | alone = among |\n|---|---|---:|---:|")
+        tested = sum(i < INVARIANT_ROWS for i in INDICES)
+        for name, weight in shapes.items():
+            same, alone = same_row(weight.detach(), INVARIANT_ROWS, generator)
+            print(f"| {name} | {weight.shape[0]} x {weight.shape[1]} | {same}/{tested} | {'yes' if alone else 'no'} |")
+    print("\n| forward | AR pass ms | 8-row pass ms |\n|---|---:|---:|")
+    for name, candidate in {"runtime": runtime, **({"fastest": fastest} if fastest is not runtime else {})}.items():
+        times = pass_milliseconds(candidate)
+        print(f"| {name}: {candidate.forward.kind} | {times['1 rows']:.3f} | {times['8 rows']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
