@@ -158,3 +158,30 @@ def test_a_half_precision_bench_reports_agreement_with_hf_generate_in_fp32(tmp_p
     if parted:
         assert parted["position"] >= 0 and parted["gap"] >= 0 and parted["rounding"] > 1e-3  # bf16's, not fp32's
     assert "HF generate fp32 tok/s" in table_path.read_text()
+
+
+def test_our_ar_loop_at_its_fastest_shapes_runs_where_invariance_costs_it(default_model, caplog):
+    """``arf``: left out with one line where the runtime is at its fastest shapes already (a CPU); on row-invariant
+    padded passes (run eagerly here on a tiny model, as a GPU runs them) it runs the fastest shapes' forward,
+    which shares the lean forward, and decodes our AR loop's greedy tokens."""
+    import logging
+
+    from conftest import random_prompts, tiny_model
+
+    from bita.bench.report import run_method, runnable
+    from bita.model.loading import LoadedModel
+    from bita.plan.tree_plan import TreePlan
+    from bita.runtime.lean_llama import LeanLlama
+    from bita.runtime.padded import PaddedLean
+    from bita.runtime.runtime import Runtime
+
+    with caplog.at_level(logging.WARNING):
+        assert runnable(("ar", "arf", "bita"), default_model) == ("ar", "bita")
+    assert "the bench runs without our AR loop, fastest shapes: our AR loop runs at its fastest shapes" in caplog.text
+    model = tiny_model("llama")
+    invariant = PaddedLean(LeanLlama(model), graphs=False, invariant_rows=8)
+    loaded = LoadedModel(model, default_model.tokenizer, "tiny-llama", Runtime(model, invariant))  # ids < 512
+    assert runnable(("ar", "arf", "bita"), loaded) == ("ar", "arf", "bita")
+    prompt, plan = random_prompts(1, seed=4)[0], TreePlan(None, "plain AR")
+    ar, fastest = (run_method(method, loaded, None, plan, prompt, 10) for method in ("ar", "arf"))
+    assert fastest.method == "arf" and fastest.tokens == ar.tokens and len(ar.tokens) == 10
