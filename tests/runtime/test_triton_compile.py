@@ -1,0 +1,60 @@
+"""Every Triton kernel compiles for the GPUs a session may be lent (an H100 or H200: sm_90; an A100: sm_80) in
+bf16 and float32, here without a GPU: Triton's compiler and its bundled ptxas make the machine code, so a kernel
+that would not build on a GPU fails here, not in a GPU session's minutes. Whether it runs right is the
+interpreter tests' concern (test_logical_attention.py, test_triton_layer.py). The compiler runs in a process of its
+own: this one runs kernels under Triton's interpreter (tests/conftest.py), which patches triton.language."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def compile_kernels(dtype: str, capability: int) -> list[str]:
+    """Compile every kernel for ``capability`` in ``dtype`` ("bf16", "fp32") at the default model's shapes; their
+    names. Run in a process without Triton's interpreter (``__main__`` below)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from bita.runtime import logical_attention, triton_layer
+
+    scalar, index = "fp32", "i32"
+    kernels = {  # each kernel's signature, and the constants it is launched with
+        logical_attention._attend: (
+            {"q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "v_ptr": f"*{dtype}", "order_ptr": "*i32",
+             "count_ptr": "*i32", "out_ptr": f"*{dtype}", "scaling": scalar,
+             **dict.fromkeys(("q_row", "q_head", "kv_head", "kv_slot", "order_row", "out_row", "out_head"), index)},
+            {"GROUPS": 3, "GROUPS_PADDED": 16, "DIM": 64, "BLOCK_KEYS": logical_attention.BLOCK}),
+        triton_layer._rms_norm: (
+            {"x_ptr": f"*{dtype}", "weight_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "width": index, "x_row": index,
+             "eps": scalar}, {"BLOCK": 1024}),
+        triton_layer._rotate: (
+            {"x_ptr": f"*{dtype}", "cos_ptr": f"*{dtype}", "sin_ptr": f"*{dtype}", "x_row": index, "x_head": index},
+            {"HALF": 32}),
+        triton_layer._silu_mul: (
+            {"gate_up_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "width": index}, {"BLOCK": triton_layer.SILU_BLOCK}),
+    }
+    for kernel, (signature, constants) in kernels.items():
+        source = ASTSource(fn=kernel, signature={**signature, **dict.fromkeys(constants, "constexpr")},
+                           constexprs=constants)
+        assert triton.compile(source, target=GPUTarget("cuda", capability, 32)).asm["cubin"], kernel.__name__
+    return [kernel.__name__ for kernel in kernels]
+
+
+@pytest.mark.parametrize("capability", [90, 80])
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_every_kernel_compiles_to_gpu_machine_code(dtype, capability):
+    environment = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, __file__, dtype, str(capability)], capture_output=True, text=True,
+                          env={**environment, "PYTHONPATH": path, "TRITON_DEFAULT_FP_FUSION": "1"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul"]
+
+
+if __name__ == "__main__":  # python this_file.py DTYPE CAPABILITY
+    print(" ".join(compile_kernels(sys.argv[1], int(sys.argv[2]))))
