@@ -4,8 +4,8 @@ JSON tables under the cache folder (measured.py).
 
 Which forward (runtime.py lists the kinds): with ``--kernels auto`` a Llama-family model the lean forward
 supports runs it, on a CPU as it is and on a CUDA device as fixed-shape passes replayed as CUDA graphs
-(row-invariant ones where Triton runs, else the fastest row buckets), once a pass of every bucket agreed
-with transformers' forward (else transformers' path, with a warning);
+(row-invariant ones where Triton runs and the probe proves them, else the fastest row buckets), once a pass
+of every bucket agreed with transformers' forward (else transformers' path, with a warning);
 every other model runs transformers' forward, with our attention where ``--kernels auto`` installed it.
 Passes whose token rows attend exactly are probed for row invariance (invariance.py).
 """
@@ -35,45 +35,56 @@ FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
 
 
 def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
-            lean: bool = True) -> Runtime:
+            lean: bool = True, probe_file: Path | None = None) -> Runtime:
     """``model``'s runtime, not yet probed: ``kernels`` installed (kernels.py: ``plan`` as given, else the plan
     cached in ``plan_file``, else measured) and its forward chosen (the lean one where ``lean``, ``kernels`` is
-    "auto" and the model is of its family)."""
+    "auto" and the model is of its family; on a GPU, probes cached in ``probe_file`` help choose it)."""
     plan, exact_attention = apply_kernels(model, kernels, plan_file, plan)
     lean_forward = lean and kernels == "auto" and lean_unsupported(model) is None
-    forward = choose_lean(model, plan) if lean_forward else None
+    forward = choose_lean(model, plan, probe_file) if lean_forward else None
     return Runtime(model, forward or TransformersForward(model, exact=exact_attention), plan=plan)
 
 
-def choose_lean(model: nn.Module, plan: KernelPlan | None) -> Forward | None:
+def choose_lean(model: nn.Module, plan: KernelPlan | None, probe_file: Path | None = None) -> Forward | None:
     """The lean forward of ``model``: on a CPU as it is; on a CUDA device replayed as CUDA graphs, the first of
-    ``graphed_forwards`` whose passes agree with transformers' forward (None where none does, saying so)."""
+    ``graphed_forwards`` that may run here (``rejected``), saying why of each it passes over (None where none
+    may: transformers' path runs)."""
     lean = LeanLlama(model, plan)
     if lean.device.type == "cpu":
         return lean
-    tolerance = FP32_TOLERANCE if lean.dtype == torch.float32 else HALF_TOLERANCE
     candidates = graphed_forwards(lean)
     for index, graphed in enumerate(candidates):
-        then = "trying the next" if index + 1 < len(candidates) else "decoding runs transformers' path, slower"
-        try:
-            agreement = compare_with_transformers(model, graphed)
-        except Exception as error:  # noqa: BLE001 - a kernel that fails on a GPU it never ran on must not stop a load
-            warnings.warn(f"the lean forward's passes ({graphed.describe()}) failed on this GPU ({error!r}): {then}",
-                          stacklevel=3)
-            continue
-        if agreement.within(tolerance):
+        why = rejected(model, Runtime(model, graphed, plan=plan), probe_file)
+        if why is None:
             return graphed
-        warnings.warn(f"the lean forward's CUDA-graph passes ({graphed.describe()}) disagree with transformers' "
-                      f"forward (worst row: relative L2 {agreement.worst_relative_l2:.2e} against {tolerance:.0e}; "
-                      f"argmax differs on {agreement.top1_differs} of {agreement.rows} rows): {then}", stacklevel=3)
+        then = "trying the next" if index + 1 < len(candidates) else "decoding runs transformers' path, slower"
+        warnings.warn(f"the lean forward's passes ({graphed.describe()}) {why}: {then}", stacklevel=3)
     return None
 
 
-def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
-    """The CUDA-graph forwards a GPU tries, best first: row-invariant passes of ``INVARIANT_ROWS`` rows (where
-    Triton imports; the probe then decides whether they are exact), then the fastest shapes."""
+def rejected(model: nn.Module, candidate: Runtime, probe_file: Path | None) -> str | None:
+    """Why ``candidate``'s CUDA-graph passes may not run ``model`` (None: they may): they disagree with transformers'
+    forward (``compare_with_transformers``: a pass of every bucket, row by row), or claim row invariance that the
+    probe does not prove here (cached in ``probe_file``), or fail (a kernel that never ran on this GPU)."""
+    tolerance = FP32_TOLERANCE if candidate.dtype == torch.float32 else HALF_TOLERANCE
     try:
-        invariant = [PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS)]
+        agreement = compare_with_transformers(model, candidate.forward)
+        if not agreement.within(tolerance):
+            return (f"disagree with transformers' forward (worst row: relative L2 {agreement.worst_relative_l2:.2e} "
+                    f"against {tolerance:.0e}; argmax differs on {agreement.top1_differs} of {agreement.rows} rows)")
+        invariance = checked_invariance(candidate, probe_file) if candidate.forward.exact_rows else None
+    except Exception as error:  # noqa: BLE001 - a kernel that fails on a GPU it never ran on must not stop a load
+        return f"failed on this GPU ({error!r})"
+    return None if invariance is None or invariance.holds else f"are {invariance.describe()}"
+
+
+def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
+    """The CUDA-graph forwards a GPU tries, best first: row-invariant passes (where Triton imports) with Triton's
+    fixed-tile linears at row buckets (an AR pass at its own rows), then at one shape of ``INVARIANT_ROWS`` rows
+    (cuBLAS), then the fastest shapes (not row-invariant)."""
+    try:
+        invariant = [PaddedLean(lean, graphs=True, triton_linears=True),
+                     PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS)]
     except ImportError as error:
         warnings.warn(f"Triton cannot be imported ({error}): passes on this GPU are not row-invariant", stacklevel=4)
         invariant = []
@@ -85,7 +96,7 @@ def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reaso
     ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py);
     else ``dtype_reason`` says why its dtype. Kernel plans and precision probes are cached under ``cache``."""
     def prepared(candidate: nn.Module) -> Runtime:
-        return prepare(candidate, kernels, plan_file=cache / KERNEL_PLANS_FILE)
+        return prepare(candidate, kernels, plan_file=cache / KERNEL_PLANS_FILE, probe_file=cache / PRECISION_FILE)
 
     if choose_dtype:
         runtime, choice = choose_cpu_dtype(model, prepared, cache / PRECISION_FILE)

@@ -4,6 +4,7 @@ and the LM head applied to chosen rows. Used by every layer above the model."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -58,9 +59,10 @@ def timed(device: torch.device, fn):
     return result, time.perf_counter() - started
 
 
-def output_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+def output_logits(model: nn.Module, hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor] | None = None
+                  ) -> torch.Tensor:
     """LM head on selected rows only: hidden [..., H] -> float logits [..., V] (a planned head pads a lone
-    row to its kernel's floor: kernel_plan.row_floor)."""
-    logits = model.get_output_embeddings()(hidden).float()
+    row to its kernel's floor: kernel_plan.row_floor); ``head``: in place of the model's (its weight)."""
+    logits = (head or model.get_output_embeddings())(hidden).float()
     cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
     return torch.tanh(logits / cap) * cap if cap else logits

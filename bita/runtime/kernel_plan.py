@@ -47,7 +47,8 @@ from .device import cpu_info, describe_cpu
 from .measured import measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE = "stock", "transposed", "packed", "native"
-PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE)
+TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, TRITON)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
@@ -138,6 +139,9 @@ def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         return out + bias if bias is not None else out
     if path == NATIVE:
         return native.linear(x, copy, bias, weight.shape[0])
+    if path == TRITON:
+        from . import triton_linear  # Triton: only where a GPU's row-invariant passes ask for it
+        return triton_linear.linear(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
@@ -149,13 +153,16 @@ class PlannedLinear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, path: str):
         self.weight, self.bias, self.path = weight, bias, path
         self.copy = weight_copy(path, weight)
-        self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" else 1
+        self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" and path != TRITON else 1
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given: the product rounded to the dtype,
-        then added (the native path adds it as it stores the product)."""
+        then added (the native and Triton paths add it as they store the product)."""
         if residual is not None and self.path == NATIVE:
             return native.linear(x, self.copy, self.bias, self.weight.shape[0], residual.contiguous())
+        if residual is not None and self.path == TRITON:
+            from . import triton_linear
+            return triton_linear.linear(x, self.weight, self.bias, residual.contiguous())
         out = run_path(self.path, x, self.weight, self.bias, self.copy, self.floor)
         return out if residual is None else residual + out
 

@@ -118,6 +118,7 @@ class LeanLlama:
 
     buckets = ()  # every pass runs its own rows
     logit_rows = 0  # the LM head takes the rows as given
+    logit_head = None  # the model's LM head
     exact_rows = True  # a pass's token rows attend row-invariantly
 
     def __init__(self, model: nn.Module, plan: KernelPlan | None = None):
@@ -137,6 +138,7 @@ class LeanLlama:
                                 FusedLinear([attention.o_proj], path), layer.post_attention_layernorm.weight,
                                 FusedLinear([mlp.gate_proj, mlp.up_proj], path), FusedLinear([mlp.down_proj], path)))
         self.norm = model.model.norm.weight
+        self.output_embeddings = model.get_output_embeddings()  # the LM head (a PaddedLean may run it otherwise)
         self.dtype, self.device = self.norm.dtype, self.norm.device
         self.native = self.device.type == "cpu" and native.attention_unsupported(
             self.heads, self.kv_heads, self.head_dim, self.dtype) is None
@@ -207,17 +209,18 @@ class LeanLlama:
 
     def run_layers(self, x: torch.Tensor, positions: torch.Tensor,
                    write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                   attend: Attend, ops: LayerOps) -> torch.Tensor:
+                   attend: Attend, ops: LayerOps, layers: list[tuple] | None = None) -> torch.Tensor:
         """The decoder stack over rows x [R, H] at ``positions`` [R] (``grow_rotary`` first), a layer's elementwise
         work on ``ops``; ``write(layer, keys, values)`` stores a layer's new keys/values [1, kv_heads, R, head_dim]
         and returns the keys/values [1, kv_heads, K, head_dim] that ``attend(layer, q, keys, values)`` attends with
         the rows' queries q [R, heads, head_dim] (``Attend``). The residual is added by the linear that ends each
-        half (natively as it stores, on the native path). Returns [R, H]."""
+        half (natively as it stores, on the native path). ``layers``: in place of ``self.layers`` (the same
+        weights on other linear paths). Returns [R, H]."""
         rows, eps, dim = x.shape[0], self.eps, self.head_dim
         positions = positions.to(self.device)
         cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
         q_size, kv_size = self.heads * dim, self.kv_heads * dim
-        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(self.layers):
+        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(layers or self.layers):
             projected = qkv(ops.rms_norm(x, norm_in, eps))  # [R, q_size + 2 kv_size]: queries, keys, values
             ops.rotate_(projected[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, dim), cos, sin)
             k, v = (projected[:, start:start + kv_size].view(rows, self.kv_heads, dim).transpose(0, 1)[None]

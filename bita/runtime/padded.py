@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .kernel_plan import TRITON, PlannedLinear
 from .lean_llama import Attend, LayerOps, LeanLlama, TorchOps
 from .static_kv import StaticKV
 from .transformers_forward import TransformersForward
@@ -146,39 +147,53 @@ class PaddedLean:
     """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record each bucket's pass
     with ``capture`` (CUDA graphs by default) and replay it.
 
-    ``invariant_rows`` (0: off): row-invariant passes. Every pass runs as passes of this many rows (one
-    shape for every matrix product: an AR pass costs a tree pass's), every row attends in logical order
-    (logical_attention.py), a layer's elementwise work runs one Triton kernel each (triton_layer.py), and
-    the LM head runs on that many rows too (``logit_rows``), so a row's logits do not depend on its pass.
-    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with transformers'
-    torch operations: the fastest shapes for an AR pass, and what a GPU without Triton runs."""
+    Row-invariant passes, two ways (``exact_rows``: either): every row attends in logical order
+    (logical_attention.py) and a layer's elementwise work runs one Triton kernel each (triton_layer.py), and the
+    matrix products give a row the same bits in any pass by
+    - ``invariant_rows`` (0: off): one shape. Every pass runs as passes of this many rows, the LM head on that
+      many rows too (``logit_rows``): cuBLAS at one shape for every pass, and an AR pass costs a tree pass's;
+    - ``triton_linears``: fixed tiles. The linears and the LM head (``logit_head``) run triton_linear.py's
+      kernel, whose sums do not depend on the row count, so passes keep their row buckets.
+    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with transformers' torch
+    operations and cuBLAS: the fastest shapes for an AR pass, and what a GPU without Triton runs."""
 
     def __init__(self, lean: LeanLlama, graphs: bool,
-                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0):
-        self.lean, self.graphs, self.capture, self.invariant_rows = lean, graphs, capture, invariant_rows
+                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0,
+                 triton_linears: bool = False):
+        self.lean, self.graphs, self.capture = lean, graphs, capture
+        self.invariant_rows, self.triton_linears = invariant_rows, triton_linears
         self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
-        self.exact_rows = invariant_rows > 0  # every row attends in logical order
+        self.exact_rows = bool(invariant_rows or triton_linears)  # every row attends in logical order
         self.buckets = (invariant_rows,) if invariant_rows else ROW_BUCKETS
-        self.logit_rows = invariant_rows
+        self.logit_rows, self.logit_head = invariant_rows, None
         self.ops: LayerOps = TorchOps
-        if invariant_rows:  # Triton: only where a runtime asks for invariant passes
+        self.layers = lean.layers
+        if self.exact_rows:  # Triton: only where a runtime asks for invariant passes
             from . import logical_attention, triton_layer
             self.logical, self.ops = logical_attention, triton_layer
+        if triton_linears:  # the same weights, on triton_linear.py's fixed tiles
+            self.layers = [tuple(PlannedLinear(part.weight, part.bias, TRITON) if isinstance(part, PlannedLinear)
+                                 else part for part in layer) for layer in lean.layers]
+            head = lean.output_embeddings
+            self.logit_head = PlannedLinear(head.weight.detach(), head.bias, TRITON)
 
     @property
     def kind(self) -> str:
-        return ("lean+graphs" if self.graphs else "lean+padded") + (
-            f"+invariant{self.invariant_rows}" if self.invariant_rows else "")
+        return "+".join(["lean", "graphs" if self.graphs else "padded",
+                         *([f"invariant{self.invariant_rows}"] if self.invariant_rows else []),
+                         *(["triton-linears"] if self.triton_linears else [])])
 
     def describe(self) -> str:
-        shape = (f"every pass at {self.invariant_rows} rows, attention in logical order (row-invariant)"
-                 if self.invariant_rows else "per row bucket")
-        return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} {shape}"
+        shape = f"every pass at {self.invariant_rows} rows" if self.invariant_rows else "per row bucket"
+        invariance = (", Triton's fixed-tile linears" if self.triton_linears else "") + (
+            ", attention in logical order (row-invariant)" if self.exact_rows else "")
+        return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} {shape}{invariance}"
 
     def fastest(self) -> PaddedLean:
-        """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA): our AR loop's speed baseline where
-        invariance costs an AR pass speed. It shares the lean forward and its cache pool."""
-        return PaddedLean(self.lean, self.graphs, self.capture) if self.invariant_rows else self
+        """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA, transformers' operations and linears): our AR
+        loop's speed baseline where invariance costs an AR pass speed. It shares the lean forward and its cache
+        pool."""
+        return PaddedLean(self.lean, self.graphs, self.capture) if self.exact_rows else self
 
     def grow_rotary(self, positions: int) -> None:
         """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the
@@ -239,7 +254,7 @@ class PaddedLean:
 
     def _buffers(self, cache: StaticKV, bucket: int) -> PassBuffers:
         """The buffers of ``bucket``'s passes on ``cache`` (made once, kept in ``cache.recorded``)."""
-        key = (self.invariant_rows, bucket)
+        key = self.kind, bucket  # forwards sharing a pool keep their own buffers on a cache
         if key not in cache.recorded:
             cache.recorded[key] = PassBuffers.make(bucket, cache.capacity, self.lean.norm.shape[0], cache.kv.dtype,
                                                    cache.kv.device)
@@ -251,12 +266,12 @@ class PaddedLean:
 
         def write(layer, keys, values):
             return cache.write_at(layer, slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed), self.ops)
+        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed), self.ops, self.layers)
 
     def _attention(self, allowed: torch.Tensor) -> Attend:
-        """How the rows of a pass under allowed [B, K] attend: in logical order (``invariant_rows``; the order
-        table built once, inside the pass), else SDPA with the query groups folded into rows."""
-        if not self.invariant_rows:
+        """How the rows of a pass under allowed [B, K] attend: in logical order (``exact_rows``; the order table
+        built once, inside the pass), else SDPA with the query groups folded into rows."""
+        if not self.exact_rows:
             return self.lean.sdpa(allowed, fold_groups=True)
         order, counts = self.logical.logical_order(allowed)
         return lambda layer, q, keys, values: self.logical.attend(q, keys[0], values[0], order, counts)

@@ -19,7 +19,7 @@ keyed by it); ``describe()`` says it for people.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -53,6 +53,7 @@ class Forward(Protocol):
     exact_rows: bool  # a pass's token rows attend by exact_attention (row-invariant by construction)
     buckets: tuple[int, ...]  # the row counts passes run padded to (CUDA graphs); () where a pass runs its rows
     logit_rows: int  # the LM head runs on this many rows at a time, padded (row-invariant logits); 0: as given
+    logit_head: Callable[[torch.Tensor], torch.Tensor] | None  # the LM head its passes' rows take (None: the model's)
 
     def describe(self) -> str: ...
 
@@ -147,12 +148,12 @@ class Runtime:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head on rows hidden [..., H] -> float logits [..., V]."""
-        rows = self.forward.logit_rows
+        rows, head = self.forward.logit_rows, self.forward.logit_head
         if not rows:
-            return output_logits(self.model, hidden)
+            return output_logits(self.model, hidden, head)
         flat = hidden.reshape(-1, hidden.shape[-1])
         padded = torch.nn.functional.pad(flat, (0, 0, 0, -len(flat) % rows))
-        logits = torch.cat([output_logits(self.model, padded[first:first + rows])
+        logits = torch.cat([output_logits(self.model, padded[first:first + rows], head)
                             for first in range(0, len(padded), rows)])
         return logits[:len(flat)].view(*hidden.shape[:-1], -1)
 

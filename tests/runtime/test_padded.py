@@ -5,6 +5,7 @@ lossless decoding; a stand-in recorder counts when graphs would be recorded. Rec
 replaying CUDA graphs themselves needs a CUDA device and is not tested here."""
 
 import time
+import warnings
 
 import pytest
 import torch
@@ -17,9 +18,9 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.runtime import build
-from bita.runtime.invariance import probe_row_invariance
+from bita.runtime.invariance import Invariance, probe_row_invariance
 from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
-from bita.runtime.padded import ROW_BUCKETS, PaddedLean, Recorded, compare_with_transformers
+from bita.runtime.padded import ROW_BUCKETS, Agreement, PaddedLean, Recorded, compare_with_transformers
 from bita.runtime.runtime import Runtime
 from bita.runtime.static_kv import StaticKV
 from bita.serve.race import race
@@ -77,19 +78,47 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
 
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
     monkeypatch.setattr(build, "compare_with_transformers", lambda *args: wrong)
-    with pytest.warns(UserWarning) as caught:  # the row-invariant passes, then the fastest shapes
+    with pytest.warns(UserWarning) as caught:  # the row-invariant passes (two ways), then the fastest shapes
         assert build.prepare(model).forward.kind == "transformers+exact"
     assert [str(w.message).split("): ")[-1] for w in caught] == [
-        "trying the next", "decoding runs transformers' path, slower"]
+        "trying the next", "trying the next", "decoding runs transformers' path, slower"]
     assert all("disagree with transformers' forward" in str(w.message) for w in caught)
 
-    def invariant_kernel_fails(model, forward):  # a Triton kernel that does not build on a GPU it never ran on
-        if forward.invariant_rows:
+    def invariant_kernels_fail(model, forward):  # Triton kernels that do not build on a GPU they never ran on
+        if forward.exact_rows:
             raise RuntimeError("no kernel")
         return agreement
-    monkeypatch.setattr(build, "compare_with_transformers", invariant_kernel_fails)
-    with pytest.warns(UserWarning, match=r"failed on this GPU \(RuntimeError\('no kernel'\)\): trying the next"):
+    monkeypatch.setattr(build, "compare_with_transformers", invariant_kernels_fail)
+    with pytest.warns(UserWarning) as caught:
         assert build.prepare(model).forward.kind == "lean+graphs"
+    assert [str(w.message).split(" failed on this GPU ")[-1] for w in caught] == [
+        "(RuntimeError('no kernel')): trying the next"] * 2
+
+
+def test_a_gpu_runs_the_first_row_invariant_passes_the_probe_proves(monkeypatch):
+    """On a GPU (its device faked here; no pass runs) every candidate agrees with transformers' forward; the
+    probe decides between them: fixed-tile linears first, then one shape, then the fastest shapes, saying why."""
+    class OnCuda(LeanLlama):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.device = torch.device("cuda")
+
+    model = tiny_model("llama")
+    holds = Invariance(rows=10, differing=0, worst=0.0, by_pass={"2": 0})
+    fails = Invariance(rows=10, differing=2, worst=0.5, by_pass={"2": 2})
+    monkeypatch.setattr(build, "LeanLlama", OnCuda)
+    monkeypatch.setattr(build, "compare_with_transformers", lambda *args: Agreement(0.0, 0, 12))
+    for verdicts, kind, warned in (({}, "lean+graphs+triton-linears", 0),
+                                   ({"lean+graphs+triton-linears": fails}, "lean+graphs+invariant64", 1),
+                                   ({"lean+graphs+triton-linears": fails, "lean+graphs+invariant64": fails},
+                                    "lean+graphs", 2)):
+        monkeypatch.setattr(build, "checked_invariance", lambda runtime, path: verdicts.get(  # noqa: B023
+            runtime.forward.kind, holds))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert build.prepare(model).forward.kind == kind
+        assert len(caught) == warned
+        assert all("are not row-invariant: 2 of 10 rows differ" in str(w.message) for w in caught)
 
 
 def test_keep_compacts_every_layer_with_one_gather():
@@ -235,39 +264,46 @@ def test_recorded_passes_survive_a_compiled_model_beside_them():
 
 
 INVARIANT_ROWS = 8  # the invariant passes' rows here (Triton's interpreter runs a program per row and key/value head)
+# the two ways to row-invariant passes: every pass at one shape (cuBLAS), or fixed-tile Triton linears at row buckets
+INVARIANCE = {"one-shape": dict(invariant_rows=INVARIANT_ROWS), "fixed-tiles": dict(triton_linears=True)}
 
 
-def invariant_runtime(arch: str, dtype: torch.dtype = torch.float32, **options) -> Runtime:
+def invariant_runtime(arch: str, dtype: torch.dtype = torch.float32, way: str = "one-shape", **options) -> Runtime:
     model = tiny_model(arch).to(dtype)
-    return Runtime(model, PaddedLean(LeanLlama(model), invariant_rows=INVARIANT_ROWS, **{"graphs": False, **options}))
+    return Runtime(model, PaddedLean(LeanLlama(model), **{"graphs": False, **INVARIANCE[way], **options}))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_invariant_passes_are_proved_row_invariant(dtype):
-    """The load-time probe (invariance.py) on passes of one shape with attention in logical order: every
-    verification row of its tree passes (2 .. 32 rows, past one pass's 8) equals our AR loop's, bitwise. Its
-    fastest shapes share its lean forward. (On a GPU those fail the probe in bf16; on this CPU they may not.)"""
-    runtime = invariant_runtime("llama", dtype)
-    assert runtime.forward.exact_rows and runtime.buckets == (INVARIANT_ROWS,)
-    assert runtime.forward.kind == "lean+padded+invariant8"
+@pytest.mark.parametrize("way, kind, buckets", [("one-shape", "lean+padded+invariant8", (INVARIANT_ROWS,)),
+                                                ("fixed-tiles", "lean+padded+triton-linears", ROW_BUCKETS)])
+def test_invariant_passes_are_proved_row_invariant(way, kind, buckets, dtype):
+    """The load-time probe (invariance.py) on row-invariant passes: every verification row of its tree passes
+    (2 .. 32 rows; past one pass's 8 at one shape) equals our AR loop's, bitwise. Their fastest shapes share their
+    lean forward. (On a GPU those fail the probe in bf16; on this CPU they may not.)"""
+    runtime = invariant_runtime("llama", dtype, way)
+    assert runtime.forward.exact_rows and runtime.buckets == buckets and runtime.forward.kind == kind
     assert probe_row_invariance(runtime).holds
     fastest = runtime.fastest()
     assert fastest.forward.buckets == ROW_BUCKETS and fastest.forward.lean is runtime.forward.lean
     assert fastest.invariance is None and not fastest.forward.exact_rows and fastest.fastest() is fastest
 
 
-@pytest.mark.parametrize("arch", LEAN_TYPES)
-def test_bita_and_our_ar_loop_on_invariant_passes_equal_hf_generate(arch, one_thread):
-    assert_lossless(invariant_runtime(arch), "efficient:3,2,2", random_prompts(1, seed=5), new_tokens=12)
+@pytest.mark.parametrize("arch, way", [(arch, "one-shape") for arch in LEAN_TYPES] + [("qwen2", "fixed-tiles")])
+def test_bita_and_our_ar_loop_on_invariant_passes_equal_hf_generate(arch, way, one_thread):
+    """Qwen2's QKV bias runs in the fixed-tile kernel's epilogue."""
+    assert_lossless(invariant_runtime(arch, way=way), "efficient:3,2,2", random_prompts(1, seed=5), new_tokens=12)
 
 
-def test_invariant_logits_of_a_row_do_not_depend_on_the_rows_beside_it():
-    """The LM head runs on the forward's rows, padded: a row's logits alone are its logits among others."""
-    runtime = invariant_runtime("qwen2", torch.bfloat16)
+@pytest.mark.parametrize("way", INVARIANCE)
+def test_invariant_logits_of_a_row_do_not_depend_on_the_rows_beside_it(way):
+    """The LM head runs on the forward's rows, padded (one shape), or on fixed tiles: a row's logits alone are its
+    logits among others."""
+    runtime = invariant_runtime("qwen2", torch.bfloat16, way)
     hidden = torch.randn(INVARIANT_ROWS + 3, runtime.model.config.hidden_size).to(torch.bfloat16)
     logits = runtime.logits(hidden)
     assert logits.shape == (INVARIANT_ROWS + 3, runtime.model.config.vocab_size)
     assert all(torch.equal(runtime.logits(hidden[row:row + 1])[0], logits[row]) for row in (0, 5, INVARIANT_ROWS + 1))
+    torch.testing.assert_close(logits, runtime.model.lm_head(hidden).float(), atol=2e-2, rtol=2e-2)
 
 
 def test_invariant_graphs_are_recorded_beside_the_fastest_shapes_on_one_buffer():
@@ -276,7 +312,7 @@ def test_invariant_graphs_are_recorded_beside_the_fastest_shapes_on_one_buffer()
     recorder = CountingRecorder()
     runtime = invariant_runtime("llama", graphs=True, capture=recorder)
     cache = runtime.new_cache(rows=10)
-    assert recorder.count == 1 and set(cache.recorded) == {(INVARIANT_ROWS, INVARIANT_ROWS)}
+    assert recorder.count == 1 and set(cache.recorded) == {("lean+graphs+invariant8", INVARIANT_ROWS)}
     runtime.release(cache)
     fastest = runtime.fastest()
     assert fastest.new_cache(rows=10) is cache and recorder.count == 1 + len(ROW_BUCKETS)

@@ -19,7 +19,7 @@ def compile_kernels(dtype: str, capability: int) -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from bita.runtime import logical_attention, triton_layer
+    from bita.runtime import logical_attention, triton_layer, triton_linear
 
     scalar, index = "fp32", "i32"
     kernels = {  # each kernel's signature, and the constants it is launched with
@@ -36,6 +36,11 @@ def compile_kernels(dtype: str, capability: int) -> list[str]:
             {"HALF": 32}),
         triton_layer._silu_mul: (
             {"gate_up_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "width": index}, {"BLOCK": triton_layer.SILU_BLOCK}),
+        triton_linear._linear: (
+            {**dict.fromkeys(("x_ptr", "weight_ptr", "bias_ptr", "residual_ptr", "out_ptr"), f"*{dtype}"),
+             **dict.fromkeys(("rows", "outs", "ins", "x_row"), index)},
+            {"HAS_BIAS": True, "HAS_RESIDUAL": True, "ROWS": triton_linear.BLOCK_ROWS,
+             "OUTS": triton_linear.BLOCK_OUT, "INS": triton_linear.BLOCK_IN}),
     }
     for kernel, (signature, constants) in kernels.items():
         source = ASTSource(fn=kernel, signature={**signature, **dict.fromkeys(constants, "constexpr")},
@@ -53,7 +58,7 @@ def test_every_kernel_compiles_to_gpu_machine_code(dtype, capability):
     done = subprocess.run([sys.executable, __file__, dtype, str(capability)], capture_output=True, text=True,
                           env={**environment, "PYTHONPATH": path, "TRITON_DEFAULT_FP_FUSION": "1"}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul"]
+    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul", "_linear"]
 
 
 if __name__ == "__main__":  # python this_file.py DTYPE CAPABILITY
