@@ -1,0 +1,65 @@
+"""Host work a BiTA step: a tree step's seconds less its pass's (forward and LM head), on the default model with
+the shipped adapter and ``--tree auto``, over the first MT-Bench first turns, then where it goes (cProfile,
+milliseconds a step of the step's own functions).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto]
+
+On a CPU the verification walk runs in Python and the LM head's argmax and the drafts' softmax and top-k run on
+the host; on a GPU they run on the device (device_walk.py) and the host waits once a pass.
+"""
+import argparse
+import cProfile
+import pstats
+import statistics
+
+from bita.bench.suites import mt_bench
+from bita.generate import stream_bita
+from bita.model.loading import encode_chat, load_model
+from bita.model.shipped import resolve_adapter
+from bita.plan.tree_plan import plan_tree
+
+STEP_FUNCTIONS = ("tree_step", "forward_layout", "pass_logits", "judge", "drafts_from", "verify_greedy",
+                  "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record", "keep", "propose",
+                  "extend", "take")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=6)
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    loaded = load_model(device=args.device)
+    adapter, _ = resolve_adapter(loaded, None)
+    plan = plan_tree(loaded, adapter, "auto")
+    prompts = [encode_chat(loaded.tokenizer, list(p.messages)) for p in mt_bench()[:args.prompts]]
+
+    def run() -> tuple[list[float], list[float]]:
+        host, passes = [], []
+        for ids in prompts:
+            for record in stream_bita(loaded, adapter, ids, args.tokens, plan):
+                if record.kind == "tree":
+                    host.append(record.seconds - record.pass_seconds)
+                    passes.append(record.pass_seconds)
+        return host, passes
+
+    run()  # warm-up
+    host, passes = run()
+    profile = cProfile.Profile()
+    profile.enable()
+    profiled, _ = run()
+    profile.disable()
+    print(f"{loaded.runtime.describe()}\ntree: {plan.reason}\n{len(host)} tree steps: host work median "
+          f"{1000 * statistics.median(host):.3f} ms (quartiles {1000 * statistics.quantiles(host)[0]:.3f}-"
+          f"{1000 * statistics.quantiles(host)[2]:.3f}), pass median {1000 * statistics.median(passes):.2f} ms; "
+          f"where it goes, from a third run under cProfile (host median {1000 * statistics.median(profiled):.3f} ms "
+          "there: the profiler adds to it)\n")
+    print("| function | calls | ms a step (cumulative) |\n|---|---:|---:|")
+    stats = pstats.Stats(profile).stats
+    for (file, line, name), (_, calls, _, cumulative, _) in sorted(stats.items(), key=lambda item: -item[1][3]):
+        if name in STEP_FUNCTIONS and "bita" in file:
+            print(f"| `{file.split('bita/')[-1]}:{line}` {name} | {calls} | {1000 * cumulative / len(profiled):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
