@@ -29,9 +29,11 @@ from .transformers_forward import TransformersForward
 
 KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
 PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
-# On a GPU, the largest relative L2 difference of a row's hidden state from transformers' that the CUDA-graph
-# forward may show (with the same argmax on every row) before it runs: in fp32, in bf16/fp16
-FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 2e-2
+# On a GPU, how far a CUDA-graph forward's rows may be from transformers' before it runs (padded.Agreement): in fp32
+# the worst row's relative L2; in bf16/fp16 the median row's (sums rounded otherwise drift over the layers: on
+# SmolLM2 in bf16, fixed-tile linears or attention in logical order leave rows 0.01-0.02 from transformers' after
+# 30 layers, as far as transformers' bf16 is from its fp32, measured on a CPU; a broken forward ~1)
+FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 0.2
 
 
 def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
@@ -69,9 +71,10 @@ def rejected(model: nn.Module, candidate: Runtime, probe_file: Path | None) -> s
     tolerance = FP32_TOLERANCE if candidate.dtype == torch.float32 else HALF_TOLERANCE
     try:
         agreement = compare_with_transformers(model, candidate.forward)
-        if not agreement.within(tolerance):
-            return (f"disagree with transformers' forward (worst row: relative L2 {agreement.worst_relative_l2:.2e} "
-                    f"against {tolerance:.0e}; argmax differs on {agreement.top1_differs} of {agreement.rows} rows)")
+        if not agreement.within(tolerance, half=candidate.dtype != torch.float32):
+            return (f"disagree with transformers' forward (relative L2 of the rows: worst "
+                    f"{agreement.worst_relative_l2:.2e}, median {agreement.median_relative_l2:.2e}, against "
+                    f"{tolerance:.0e}; a clear argmax differs on {agreement.top1_differs} of {agreement.rows} rows)")
         invariance = checked_invariance(candidate, probe_file) if candidate.forward.exact_rows else None
     except Exception as error:  # noqa: BLE001 - a kernel that fails on a GPU it never ran on must not stop a load
         return f"failed on this GPU ({error!r})"

@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .triton_layer import rounded
+
 BLOCK = 64  # logical keys a block
 
 
@@ -71,7 +73,7 @@ def _attend(q_ptr, k_ptr, v_ptr, order_ptr, count_ptr, out_ptr, scaling,
         running_max = block_max
     attended = weighted / running_sum[:, None]
     tl.store(out_ptr + row * out_row + heads[:, None] * out_head + dim[None, :],
-             attended.to(out_ptr.dtype.element_ty), mask=(group < GROUPS)[:, None])
+             rounded(attended, out_ptr.dtype.element_ty), mask=(group < GROUPS)[:, None])
 
 
 def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, order: torch.Tensor, counts: torch.Tensor,

@@ -282,15 +282,25 @@ class PaddedLean:
         buffers.hidden = buffers.recorded.output
 
 
+CLEAR_GAP = 1.0  # logits apart: transformers' top two this far apart are not a tie rounding may flip
+
+
 @dataclass(frozen=True)
 class Agreement:
     """How a fixed-shape forward's passes compare with transformers' forward, row by row."""
 
     worst_relative_l2: float  # largest ||ours - theirs|| / ||theirs|| of one row's hidden state
-    top1_differs: int  # rows whose argmax logit differs
+    median_relative_l2: float  # the rows' median of it
+    top1_differs: int  # rows whose argmax logit differs where transformers' top two are CLEAR_GAP or more apart
     rows: int  # rows compared
 
-    def within(self, tolerance: float) -> bool:
+    def within(self, tolerance: float, half: bool = False) -> bool:
+        """float32: every row within ``tolerance`` and every clear argmax the same. ``half``: the median row within
+        ``tolerance`` and nine clear argmaxes in ten the same: in bf16 a correct forward whose sums round otherwise
+        drifts over the layers (build.py, HALF_TOLERANCE), while a broken one (a wrong rotary, a wrong mask) leaves
+        every row far off (relative L2 ~1)."""
+        if half:
+            return self.median_relative_l2 <= tolerance and self.top1_differs <= self.rows // 10
         return self.worst_relative_l2 <= tolerance and self.top1_differs == 0
 
 
@@ -299,12 +309,12 @@ def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreemen
     """Run a 12-token causal prefill and then one pass of every row bucket (1 .. 128 rows, past the
     cache's first 256 slots, so the buffer grows and the passes after run on the new one) through
     ``forward`` and through transformers' forward (stock attention) over its cache; compare each row's
-    hidden state (relative L2) and argmax logit."""
+    hidden state (relative L2) and, where transformers' top two logits are ``CLEAR_GAP`` apart, argmax."""
     embed, device = model.get_input_embeddings(), model.get_input_embeddings().weight.device
     reference = TransformersForward(model, exact=False)
     caches = forward.new_cache(), reference.new_cache()
     generator = torch.Generator().manual_seed(0)
-    worst, differs, compared, start = 0.0, 0, 0, 0
+    errors, differs, start = [], 0, 0
     head = model.get_output_embeddings()
     for rows in (12, *ROW_BUCKETS):
         embeds = embed(torch.randint(0, embed.num_embeddings, (rows,), generator=generator).to(device))
@@ -312,9 +322,11 @@ def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreemen
         positions = torch.arange(start, start + rows, device=device)
         ours, theirs = (side.forward(cache, embeds, positions, allowed, rows)
                         for side, cache in zip((forward, reference), caches))
-        errors = (ours - theirs).float().norm(dim=-1) / theirs.float().norm(dim=-1).clamp(min=1e-12)
-        worst = max(worst, float(errors.max()))
-        differs += int((head(ours).argmax(-1) != head(theirs).argmax(-1)).sum())
-        compared, start = compared + rows, start + rows
+        errors.append((ours - theirs).float().norm(dim=-1) / theirs.float().norm(dim=-1).clamp(min=1e-12))
+        top = head(theirs).float().topk(2)
+        clear = top.values[:, 0] - top.values[:, 1] >= CLEAR_GAP
+        differs += int(((head(ours).argmax(-1) != top.indices[:, 0]) & clear).sum())
+        start += rows
     forward.release(caches[0])  # grown past its first size, with its graphs: the first request's buffer
-    return Agreement(worst, differs, compared)
+    error = torch.cat(errors)
+    return Agreement(float(error.max()), float(error.median()), differs, len(error))

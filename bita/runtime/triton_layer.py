@@ -20,14 +20,26 @@ import triton.language as tl
 
 
 @triton.jit
+def rounded(x, dtype: tl.constexpr):
+    """float32 x rounded to ``dtype``, to nearest with ties to even. For bf16 by hand: Triton's interpreter, which
+    runs these kernels in the tests, truncates its own conversion to bf16 (a GPU rounds to nearest either way)."""
+    if dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # to nearest, ties to even, at bf16's 16th bit
+        return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)  # exact: the low 16 bits are zero
+    else:
+        return x.to(dtype)
+
+
+@triton.jit
 def _rms_norm(x_ptr, weight_ptr, out_ptr, width, x_row, eps, BLOCK: tl.constexpr):
     row, column = tl.program_id(0), tl.arange(0, BLOCK)
     inside = column < width
     x = tl.load(x_ptr + row * x_row + column, mask=inside, other=0.0).to(tl.float32)
     scale = 1.0 / tl.sqrt(tl.sum(x * x, 0) / width + eps)
-    normed = (x * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
+    normed = rounded(x * scale, out_ptr.dtype.element_ty).to(tl.float32)
     weight = tl.load(weight_ptr + column, mask=inside, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * width + column, (weight * normed).to(out_ptr.dtype.element_ty), mask=inside)
+    tl.store(out_ptr + row * width + column, rounded(weight * normed, out_ptr.dtype.element_ty), mask=inside)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -50,10 +62,10 @@ def _rotate(x_ptr, cos_ptr, sin_ptr, x_row, x_head, HALF: tl.constexpr):
     sin_first = tl.load(sin_ptr + row * 2 * HALF + column).to(tl.float32)
     sin_second = tl.load(sin_ptr + row * 2 * HALF + HALF + column).to(tl.float32)
     # x cos + rotate_half(x) sin, rotate_half(x) = (-second, first); each product and the sum rounded
-    new_first = (first * cos_first).to(dtype).to(tl.float32) + (-second * sin_first).to(dtype).to(tl.float32)
-    new_second = (second * cos_second).to(dtype).to(tl.float32) + (first * sin_second).to(dtype).to(tl.float32)
-    tl.store(at, new_first.to(dtype))
-    tl.store(at + HALF, new_second.to(dtype))
+    new_first = rounded(first * cos_first, dtype).to(tl.float32) + rounded(-second * sin_first, dtype).to(tl.float32)
+    new_second = rounded(second * cos_second, dtype).to(tl.float32) + rounded(first * sin_second, dtype).to(tl.float32)
+    tl.store(at, rounded(new_first, dtype))
+    tl.store(at + HALF, rounded(new_second, dtype))
 
 
 def rotate_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -72,8 +84,8 @@ def _silu_mul(gate_up_ptr, out_ptr, width, BLOCK: tl.constexpr):
     gate = tl.load(gate_up_ptr + row * 2 * width + column, mask=inside, other=0.0).to(tl.float32)
     up = tl.load(gate_up_ptr + row * 2 * width + width + column, mask=inside, other=0.0).to(tl.float32)
     dtype = out_ptr.dtype.element_ty
-    silu = (gate / (1.0 + tl.exp(-gate))).to(dtype).to(tl.float32)
-    tl.store(out_ptr + row * width + column, (silu * up).to(dtype), mask=inside)
+    silu = rounded(gate / (1.0 + tl.exp(-gate)), dtype).to(tl.float32)
+    tl.store(out_ptr + row * width + column, rounded(silu * up, dtype), mask=inside)
 
 
 SILU_BLOCK = 1024  # columns a program

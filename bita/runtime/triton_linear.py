@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .triton_layer import rounded
+
 BLOCK_ROWS, BLOCK_OUT, BLOCK_IN = 16, 64, 64
 
 
@@ -43,11 +45,12 @@ def _linear(x_ptr, weight_ptr, bias_ptr, residual_ptr, out_ptr, rows, outs, ins,
     dtype = out_ptr.dtype.element_ty
     if HAS_BIAS:
         total += tl.load(bias_ptr + out, mask=out_inside, other=0.0).to(tl.float32)[None, :]
-    result = total.to(dtype)
+    result = rounded(total, dtype)
     at = row[:, None] * outs + out[None, :]
     inside = row_inside[:, None] & out_inside[None, :]
     if HAS_RESIDUAL:
-        result = (tl.load(residual_ptr + at, mask=inside, other=0.0).to(tl.float32) + result.to(tl.float32)).to(dtype)
+        result = rounded(tl.load(residual_ptr + at, mask=inside, other=0.0).to(tl.float32) + result.to(tl.float32),
+                         dtype)
     tl.store(out_ptr + at, result, mask=inside)
 
 

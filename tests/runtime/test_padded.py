@@ -70,6 +70,13 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     padded.lean.cos, padded.lean.sin = padded.lean.cos[:0], padded.lean.sin[:0]  # its table made again from it
     wrong = compare_with_transformers(model, padded)
     assert not wrong.within(1e-4) and wrong.worst_relative_l2 > 1e-3
+    half = tiny_model("llama").to(torch.bfloat16)  # in bf16 the median row is judged: a wrong rotary is far off
+    padded = PaddedLean(LeanLlama(half), graphs=False)
+    assert compare_with_transformers(half, padded).within(build.HALF_TOLERANCE, half=True)
+    padded.lean.inv_freq = padded.lean.inv_freq * 1.5
+    padded.lean.cos, padded.lean.sin = padded.lean.cos[:0], padded.lean.sin[:0]
+    wrong = compare_with_transformers(half, padded)
+    assert not wrong.within(build.HALF_TOLERANCE, half=True) and wrong.median_relative_l2 > 0.5
 
     class OnCuda(LeanLlama):  # what the build sees on a GPU: it checks before replaying graphs
         def __init__(self, *args):
@@ -107,7 +114,7 @@ def test_a_gpu_runs_the_first_row_invariant_passes_the_probe_proves(monkeypatch)
     holds = Invariance(rows=10, differing=0, worst=0.0, by_pass={"2": 0})
     fails = Invariance(rows=10, differing=2, worst=0.5, by_pass={"2": 2})
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
-    monkeypatch.setattr(build, "compare_with_transformers", lambda *args: Agreement(0.0, 0, 12))
+    monkeypatch.setattr(build, "compare_with_transformers", lambda *args: Agreement(0.0, 0.0, 0, 12))
     for verdicts, kind, warned in (({}, "lean+graphs+triton-linears", 0),
                                    ({"lean+graphs+triton-linears": fails}, "lean+graphs+invariant64", 1),
                                    ({"lean+graphs+triton-linears": fails, "lean+graphs+invariant64": fails},
