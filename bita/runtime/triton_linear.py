@@ -26,7 +26,7 @@ from .triton_layer import rounded
 BLOCK_ROWS, BLOCK_OUT, BLOCK_IN = 16, 64, 64
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows"])  # one compiled kernel for every row count (the LM head's vary a pass)
 def _linear(x_ptr, weight_ptr, bias_ptr, residual_ptr, out_ptr, rows, outs, ins, x_row,
             HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ROWS: tl.constexpr, OUTS: tl.constexpr,
             INS: tl.constexpr):
