@@ -123,26 +123,29 @@ def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None,
-             floor: int = 1) -> torch.Tensor:
-    """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``. Fewer than ``floor`` rows
-    run padded to ``floor`` (copies of the last row): below its floor a path may round a row differently
-    (``row_floor``)."""
+             floor: int = 1, residual: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``, plus ``residual`` ([..., out])
+    where given: the product rounded to the dtype, then added (the native and Triton paths add it as they store
+    the product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
+    path may round a row differently (``row_floor``)."""
     rows = x.numel() // x.shape[-1]
     if rows < floor:
         flat = x.reshape(rows, x.shape[-1])
         padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
-        return run_path(path, padded, weight, bias, copy)[:rows].reshape(*x.shape[:-1], -1)
-    if path == PACKED:
-        return _linear_pointwise(x, copy, bias, "none", [], "")
-    if path == TRANSPOSED:
-        out = x @ copy
-        return out + bias if bias is not None else out
-    if path == NATIVE:
-        return native.linear(x, copy, bias, weight.shape[0])
-    if path == TRITON:
+        out = run_path(path, padded, weight, bias, copy)[:rows].reshape(*x.shape[:-1], -1)
+    elif path == NATIVE:
+        return native.linear(x, copy, bias, weight.shape[0], None if residual is None else residual.contiguous())
+    elif path == TRITON:
         from . import triton_linear  # Triton: only where a GPU's row-invariant passes ask for it
-        return triton_linear.linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+        return triton_linear.linear(x, weight, bias, None if residual is None else residual.contiguous())
+    elif path == PACKED:
+        out = _linear_pointwise(x, copy, bias, "none", [], "")
+    elif path == TRANSPOSED:
+        out = x @ copy
+        out = out + bias if bias is not None else out
+    else:
+        out = F.linear(x, weight, bias)
+    return out if residual is None else residual + out
 
 
 class PlannedLinear:
@@ -156,15 +159,8 @@ class PlannedLinear:
         self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" and path != TRITON else 1
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given: the product rounded to the dtype,
-        then added (the native and Triton paths add it as they store the product)."""
-        if residual is not None and self.path == NATIVE:
-            return native.linear(x, self.copy, self.bias, self.weight.shape[0], residual.contiguous())
-        if residual is not None and self.path == TRITON:
-            from . import triton_linear
-            return triton_linear.linear(x, self.weight, self.bias, residual.contiguous())
-        out = run_path(self.path, x, self.weight, self.bias, self.copy, self.floor)
-        return out if residual is None else residual + out
+        """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given (``run_path``)."""
+        return run_path(self.path, x, self.weight, self.bias, self.copy, self.floor, residual)
 
 
 @torch.inference_mode()
