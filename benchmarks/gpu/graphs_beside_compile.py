@@ -4,20 +4,14 @@ replays, compared with the same passes run eagerly. Prints the largest differenc
 
     python3 benchmarks/gpu/graphs_beside_compile.py --model /tmp/s/model.gguf [--dtype bfloat16]
 (tests/runtime/test_padded.py has the same check on a tiny model, for a CUDA machine with pytest.)"""
-import argparse
-
 import torch
+from loaded_on_gpu import loaded_from_arguments
 
-from bita.model.loading import load_model
 from bita.runtime.padded import PaddedLean
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--dtype", default="bfloat16")
-    args = parser.parse_args()
-    loaded = load_model(args.model, device="cuda", dtype=args.dtype)
+    loaded = loaded_from_arguments(__doc__.splitlines()[0])
     graphed = loaded.runtime.forward
     assert isinstance(graphed, PaddedLean) and graphed.graphs, f"no CUDA graphs here: {loaded.runtime.describe()}"
     eager = PaddedLean(graphed.lean, graphs=False, invariant_rows=graphed.invariant_rows,
@@ -34,7 +28,8 @@ def main() -> None:
         embeds = embed(torch.randint(3, embed.num_embeddings, (rows,), generator=generator).cuda())
         allowed = torch.ones(rows, start + rows, dtype=torch.bool, device="cuda").tril(start)
         positions = torch.arange(start, start + rows, device="cuda")
-        ours, expected = (side.forward(cache, embeds, positions, allowed) for side, cache in zip((graphed, eager), caches))
+        ours, expected = (side.forward(cache, embeds, positions, allowed)
+                          for side, cache in zip((graphed, eager), caches))
         torch.cuda.synchronize()
         worst = max(worst, float((ours.float() - expected.float()).abs().max()))
     print(f"{loaded.runtime.describe()}\nreplays after a compiled model's CUDA graphs: no crash, "

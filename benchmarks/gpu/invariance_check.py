@@ -11,12 +11,10 @@ Prints, for the default model on the GPU at hand:
    rows gives a row the same bits whatever its index among them (a row at index 0 against the same row at other
    indices, among random rows); and, for contrast, whether a row alone gives the same bits as among 64.
 """
-import argparse
-
 import torch
 import torch.nn.functional as F
+from loaded_on_gpu import loaded_from_arguments
 
-from bita.model.loading import load_model
 from bita.runtime.build import graphed_forwards
 from bita.runtime.invariance import probe_row_invariance
 from bita.runtime.padded import INVARIANT_ROWS
@@ -40,11 +38,7 @@ def same_row(weight: torch.Tensor, rows: int, generator: torch.Generator) -> tup
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--dtype", default="bfloat16")
-    args = parser.parse_args()
-    loaded = load_model(args.model, device="cuda", dtype=args.dtype)
+    loaded = loaded_from_arguments(__doc__.splitlines()[0])
     runtime = loaded.runtime
     print(f"runtime: {runtime.describe()}\nkey: {runtime.key}\n")
     lean = getattr(runtime.forward, "lean", None)
@@ -63,7 +57,8 @@ def main() -> None:
     _, qkv, out, _, gate_up, down = lean.layers[0]
     shapes = {"qkv": qkv.weight, "out": out.weight, "gate_up": gate_up.weight, "down": down.weight,
               "head": loaded.model.get_output_embeddings().weight}
-    print(f"\ncuBLAS, {args.dtype}: a row's bits at other indices among {INVARIANT_ROWS} rows; alone vs among them")
+    dtype = str(runtime.dtype).removeprefix("torch.")
+    print(f"\ncuBLAS, {dtype}: a row's bits at other indices among {INVARIANT_ROWS} rows; alone vs among them")
     print("| linear | out x in | same at other indices | alone = among |\n|---|---|---:|---:|")
     tested = sum(i < INVARIANT_ROWS for i in INDICES)
     for name, weight in shapes.items():

@@ -59,6 +59,14 @@ def test_bita_and_our_ar_loop_on_padded_passes_equal_hf_generate(arch, spec, one
     assert_lossless(padded_runtime(arch), spec, random_prompts(2, seed=5))
 
 
+class OnCuda(LeanLlama):
+    """What the build sees on a GPU (its device faked; the tests replace every pass it would run there)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.device = torch.device("cuda")
+
+
 def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wrong_forward(monkeypatch):
     """Every bucket, past a growth of the buffer; a forward with a wrong rotary is caught; on a GPU the
     runtime's build would then say so and keep transformers' path."""
@@ -77,11 +85,6 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     padded.lean.cos, padded.lean.sin = padded.lean.cos[:0], padded.lean.sin[:0]
     wrong = compare_with_transformers(half, padded)
     assert not wrong.within(build.HALF_TOLERANCE, half=True) and wrong.median_relative_l2 > 0.5
-
-    class OnCuda(LeanLlama):  # what the build sees on a GPU: it checks before replaying graphs
-        def __init__(self, *args):
-            super().__init__(*args)
-            self.device = torch.device("cuda")
 
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
     monkeypatch.setattr(build, "compare_with_transformers", lambda *args: wrong)
@@ -105,11 +108,6 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
 def test_a_gpu_runs_the_first_row_invariant_passes_the_probe_proves(monkeypatch):
     """On a GPU (its device faked here; no pass runs) every candidate agrees with transformers' forward; the
     probe decides between them: fixed-tile linears first, then one shape, then the fastest shapes, saying why."""
-    class OnCuda(LeanLlama):
-        def __init__(self, *args):
-            super().__init__(*args)
-            self.device = torch.device("cuda")
-
     model = tiny_model("llama")
     holds = Invariance(rows=10, differing=0, worst=0.0, by_pass={"2": 0})
     fails = Invariance(rows=10, differing=2, worst=0.5, by_pass={"2": 2})
