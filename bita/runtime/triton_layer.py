@@ -4,10 +4,10 @@ for these (casts, powers, means, negations, concatenations), each a launch even 
 
 Each program works within one row (RMSNorm: the row's whole width in one block; rotary: one head of a row;
 SiLU x up: a block of a row's columns), so a row's result depends only on the row: row-invariant by
-construction, whatever the pass's rows. Values are
-rounded to the tensor's dtype where transformers' torch operations store theirs (the normalised row before
-the weight, each product and the sum of rotary, SiLU before the product), so bf16 results stay within a
-rounding of transformers' (float32 sums may round in another order than torch's mean).
+construction, whatever the pass's rows. Values are rounded to the tensor's dtype where transformers' torch
+operations store theirs (the normalised row before the weight, each product and the sum of rotary, SiLU before
+the product), so bf16 results stay within a rounding of transformers' (float32 sums may round in another order
+than torch's mean).
 
 Run on a CPU under Triton's interpreter in the tests (tests/runtime/test_triton_layer.py).
 """

@@ -7,9 +7,8 @@ program, the reduction in blocks of ``BLOCK_IN`` inputs, one after the other, ea
 values, no TF32, accumulating in float32: bf16 products are exact in float32, and Triton's interpreter, which
 tests this kernel, has no bf16 products), so an output's sum runs the same steps whatever the row count and
 wherever its row sits: a row's result depends on the row and the weight alone (the fixed-tile approach of
-batch-invariant matmuls). A bias is
-added to the float32 sum (as cuBLAS's epilogue adds it), a residual after the product is rounded to the dtype
-(transformers' ``x + out(...)``).
+batch-invariant matmuls). A bias is added to the float32 sum (as cuBLAS's epilogue adds it), a residual after
+the product is rounded to the dtype (transformers' ``x + out(...)``).
 
 Tested under Triton's interpreter (tests/runtime/test_triton_linear.py) and compiled for sm_90 and sm_80
 without a GPU (tests/runtime/test_triton_compile.py).
