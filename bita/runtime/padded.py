@@ -112,6 +112,7 @@ class PassBuffers:
     capacity: int  # K
     hidden: torch.Tensor | None = None  # [B, H], the output (the recorded pass's, once recorded)
     recorded: Recorded | None = None
+    sent: torch.cuda.Event | None = None  # on CUDA: recorded after the last copy of ``host`` to ``staged``
 
     @classmethod
     def make(cls, bucket: int, capacity: int, hidden_size: int, dtype: torch.dtype,
@@ -130,6 +131,8 @@ class PassBuffers:
         zeros, position 0 and their own slot only (a row that sees nothing would make NaNs, and NaN
         times a zero weight is NaN)."""
         rows, bucket = embeds.shape[0], self.embeds.shape[0]
+        if self.sent is not None:  # the last pass's copy may still be reading the host buffer
+            self.sent.synchronize()
         host_positions, host_slots, host_allowed = self.views(on_host=True)
         host_positions[:rows] = positions
         host_positions[rows:] = 0
@@ -139,6 +142,9 @@ class PassBuffers:
         padding = torch.arange(rows, bucket)
         host_allowed[padding, length + padding] = True
         self.staged.copy_(self.host, non_blocking=True)
+        if self.staged.is_cuda:
+            self.sent = torch.cuda.Event()
+            self.sent.record()
         self.embeds[:rows] = embeds
         self.embeds[rows:] = 0
 

@@ -58,7 +58,7 @@ def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
 def pass_milliseconds(runtime: Runtime) -> dict[str, float]:
     """Median ms of an AR pass and of a TIMED_ROWS-row pass after TIMED_CONTEXT tokens on ``runtime``."""
     embed = runtime.model.get_input_embeddings()
-    tokens = torch.arange(3, 3 + TIMED_CONTEXT + TIMED_ROWS) % embed.weight.shape[0]
+    tokens = (torch.arange(3, 3 + TIMED_CONTEXT + TIMED_ROWS) % embed.weight.shape[0]).to(embed.weight.device)
     cache = runtime.new_cache(rows=len(tokens))
     try:
         runtime.run(cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
