@@ -35,10 +35,12 @@ def reference_attend(query, keys, values, order, counts, scaling=None):
     rows, heads, dim = query.shape
     groups = heads // keys.shape[0]
     taken = (torch.arange(order.shape[1], device=query.device)[None] < counts[:, None].long()).int()
-    visible = torch.zeros(rows, keys.shape[1], dtype=torch.int, device=query.device).scatter_add_(1, order.long(), taken) > 0
+    visible = torch.zeros(rows, keys.shape[1], dtype=torch.int, device=query.device)
+    visible = visible.scatter_add_(1, order.long(), taken) > 0
     scores = torch.einsum("rhd,hkd->rhk", query.float(), keys.float().repeat_interleave(groups, 0)) * dim ** -0.5
     scores = scores.masked_fill(~visible[:, None], float("-inf"))
-    return torch.einsum("rhk,hkd->rhd", scores.softmax(-1), values.float().repeat_interleave(groups, 0)).to(query.dtype)
+    weights = scores.softmax(-1)
+    return torch.einsum("rhk,hkd->rhd", weights, values.float().repeat_interleave(groups, 0)).to(query.dtype)
 
 
 def random_llama(layers: int, device: str) -> torch.nn.Module:
@@ -66,24 +68,25 @@ def kernel_checks(device: str) -> None:
 
     def randn(*shape):
         return torch.randn(*shape, generator=generator).to(device)
+
+    def report(what: str, ours: torch.Tensor, theirs: torch.Tensor) -> None:
+        print(f"{what}: max |diff| {(ours - theirs).abs().max():.2e}")
     keys, values, query = randn(3, 200, 64), randn(3, 200, 64), randn(6, 9, 64)
     allowed = torch.zeros(6, 200, dtype=torch.bool)
     allowed[:, 4:100] = True  # the context after 4 prompt slots
     for row in range(6):  # each row's path: every other slot after the context
         allowed[row, 100 + 2 * torch.arange(row + 1)] = True
-    allowed = allowed.to(device)
-    order, counts = logical_attention.logical_order(allowed)
-    got = logical_attention.attend(query, keys, values, order, counts)
-    print(f"logical attention vs torch: max |diff| {(got - reference_attend(query, keys, values, order, counts)).abs().max():.2e}")
+    order, counts = logical_attention.logical_order(allowed.to(device))
+    report("logical attention vs torch", logical_attention.attend(query, keys, values, order, counts),
+           reference_attend(query, keys, values, order, counts))
     x, weight = randn(5, 576), randn(576)
-    print(f"rms_norm vs TorchOps: max |diff| {(triton_layer.rms_norm(x, weight, 1e-5) - TorchOps.rms_norm(x, weight, 1e-5)).abs().max():.2e}")
+    report("rms_norm vs TorchOps", triton_layer.rms_norm(x, weight, 1e-5), TorchOps.rms_norm(x, weight, 1e-5))
     x, cos, sin = randn(5, 12, 64), randn(5, 64), randn(5, 64)
-    diff = triton_layer.rotate_(x.clone(), cos, sin) - TorchOps.rotate_(x.clone(), cos, sin)
-    print(f"rotate_ vs TorchOps: max |diff| {diff.abs().max():.2e}")
+    report("rotate_ vs TorchOps", triton_layer.rotate_(x.clone(), cos, sin), TorchOps.rotate_(x.clone(), cos, sin))
     gate_up = randn(5, 3072)
-    print(f"silu_mul vs TorchOps: max |diff| {(triton_layer.silu_mul(gate_up) - TorchOps.silu_mul(gate_up)).abs().max():.2e}")
+    report("silu_mul vs TorchOps", triton_layer.silu_mul(gate_up), TorchOps.silu_mul(gate_up))
     x, weight = randn(5, 576), randn(960, 576)
-    print(f"fixed-tile linear vs F.linear: max |diff| {(triton_linear(x, weight) - F.linear(x, weight)).abs().max():.2e}")
+    report("fixed-tile linear vs F.linear", triton_linear(x, weight), F.linear(x, weight))
 
 
 def main() -> None:

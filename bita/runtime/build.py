@@ -23,7 +23,7 @@ from .kernel_plan import KernelPlan
 from .kernels import apply_kernels
 from .lean_llama import LeanLlama, lean_unsupported
 from .padded import INVARIANT_ROWS, PaddedLean, compare_with_transformers
-from .precision import checked_invariance, choose_cpu_dtype
+from .precision import checked_invariance, checked_pass_milliseconds, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
 from .transformers_forward import TransformersForward
 
@@ -48,20 +48,39 @@ def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = N
 
 
 def choose_lean(model: nn.Module, plan: KernelPlan | None, probe_file: Path | None = None) -> Forward | None:
-    """The lean forward of ``model``: on a CPU as it is; on a CUDA device replayed as CUDA graphs, the first of
-    ``graphed_forwards`` that may run here (``rejected``), saying why of each it passes over (None where none
-    may: transformers' path runs)."""
+    """The lean forward of ``model``: on a CPU as it is; on a CUDA device replayed as CUDA graphs: of the row-invariant
+    ``graphed_forwards`` that may run here (``rejected``), the quickest (``quickest``); where none may, the fastest
+    shapes if they may; saying why of each it passes over (None where none may: transformers' path runs)."""
     lean = LeanLlama(model, plan)
     if lean.device.type == "cpu":
         return lean
-    candidates = graphed_forwards(lean)
+    candidates, proved = graphed_forwards(lean), []
     for index, graphed in enumerate(candidates):
+        if proved and not graphed.exact_rows:
+            break  # the fastest shapes run only where no row-invariant passes may
         why = rejected(model, Runtime(model, graphed, plan=plan), probe_file)
         if why is None:
-            return graphed
-        then = "trying the next" if index + 1 < len(candidates) else "decoding runs transformers' path, slower"
+            proved.append(graphed)
+            continue
+        then = "passed over" if index + 1 < len(candidates) else "decoding runs transformers' path, slower"
         warnings.warn(f"the lean forward's passes ({graphed.describe()}) {why}: {then}", stacklevel=3)
-    return None
+    if not proved:
+        return None
+    chosen = quickest(model, proved, plan, probe_file)
+    lean.caches.forget_recorded(keep={chosen.kind, chosen.fastest().kind})
+    return chosen
+
+
+def quickest(model: nn.Module, forwards: list[PaddedLean], plan: KernelPlan | None,
+             probe_file: Path | None) -> PaddedLean:
+    """Of ``forwards``, the one whose AR pass and ``TIMED_ROWS``-row pass take least together, measured once per
+    machine (cached in ``probe_file``). On an H100 in bf16 the one shape of 64 rows took 1.9 / 2.1 ms and the
+    fixed-tile linears 5.7 / 5.8 ms (benchmarks/results/h100/2026-11-26-gpu-check); another GPU may differ."""
+    if len(forwards) == 1:
+        return forwards[0]
+    costs = [sum(checked_pass_milliseconds(Runtime(model, forward, plan=plan), probe_file).values())
+             for forward in forwards]
+    return forwards[costs.index(min(costs))]
 
 
 def rejected(model: nn.Module, candidate: Runtime, probe_file: Path | None) -> str | None:
@@ -82,9 +101,9 @@ def rejected(model: nn.Module, candidate: Runtime, probe_file: Path | None) -> s
 
 
 def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
-    """The CUDA-graph forwards a GPU tries, best first: row-invariant passes (where Triton imports) with Triton's
-    fixed-tile linears at row buckets (an AR pass at its own rows), then at one shape of ``INVARIANT_ROWS`` rows
-    (cuBLAS), then the fastest shapes (not row-invariant)."""
+    """The CUDA-graph forwards a GPU tries: row-invariant passes (where Triton imports) with Triton's fixed-tile
+    linears at row buckets (an AR pass at its own rows) and at one shape of ``INVARIANT_ROWS`` rows (cuBLAS), then
+    the fastest shapes (not row-invariant)."""
     try:
         invariant = [PaddedLean(lean, graphs=True, triton_linears=True),
                      PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS)]

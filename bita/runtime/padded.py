@@ -20,9 +20,11 @@ CPU (tests/runtime/test_padded.py).
 
 Host work per pass: a pass's positions, cache slots and mask are written on the host into one byte
 buffer (pinned on CUDA) laid out as the device buffer the graph reads them from, and sent in one
-non-blocking copy (``PassBuffers.fill``); the embeddings are a device-to-device copy. The host
-buffer is rewritten only at the next pass, after that pass's result was read back (a sync), so the
-copy has finished by then.
+non-blocking copy (``PassBuffers.fill``); the embeddings are a device-to-device copy. The next pass of
+the bucket waits for that copy (an event recorded after it) before it rewrites the host buffer: passes run
+back to back without a readback between them (an AR loop that reads its tokens at the end, the invariance
+probe) would otherwise overwrite a mask the GPU has not read yet, and their rows would attend wrongly (on an
+H100, by whole logits: benchmarks/results/h100/2026-11-26-gpu-check).
 
 A runtime on a CUDA device runs this (build.py) once ``compare_with_transformers`` compared a pass of every
 bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it attends only

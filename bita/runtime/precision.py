@@ -23,9 +23,10 @@ from .invariance import Invariance, probe_row_invariance
 from .measured import measured
 from .runtime import Runtime
 
-INVARIANCE_VERSION = "v5"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
+INVARIANCE_VERSION = "v6"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
 #                             v4: a probe keyed by its runtime (kernel paths included), the native path offered;
-#                             v5: native attention in the lean forward
+#                             v5: native attention in the lean forward; v6: CUDA passes wait for their staging
+#                             copy (before, the probe raced it on a GPU)
 MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 
@@ -52,6 +53,12 @@ def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
     """The row-invariance probe of ``runtime``'s passes, cached in the JSON table ``path``."""
     return measured(path, model_key(runtime.model, "row-invariance", runtime.key), "row-invariance probe",
                     lambda: asdict(probe_row_invariance(runtime)), lambda entry: Invariance(**entry))
+
+
+def checked_pass_milliseconds(runtime: Runtime, path: Path | None) -> dict[str, float]:
+    """``pass_milliseconds`` of ``runtime``, cached in the JSON table ``path``."""
+    return measured(path, model_key(runtime.model, "pass-milliseconds", runtime.key), "pass timing",
+                    lambda: pass_milliseconds(runtime))
 
 
 @torch.inference_mode()

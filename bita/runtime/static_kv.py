@@ -118,6 +118,12 @@ class CachePool:
         self.made += 1
         return self.make()
 
+    def forget_recorded(self, keep: set[str]) -> None:
+        """Drop what the free buffers recorded for padded forwards of kinds other than ``keep`` (those a load
+        tried and did not take), with the memory their CUDA graphs hold."""
+        for cache in self.free:
+            cache.recorded = {key: value for key, value in cache.recorded.items() if key[0] in keep}
+
     def give_back(self, cache: StaticKV) -> None:
         if all(cache is not free for free in self.free):
             self.free.append(cache)

@@ -91,7 +91,7 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     with pytest.warns(UserWarning) as caught:  # the row-invariant passes (two ways), then the fastest shapes
         assert build.prepare(model).forward.kind == "transformers+exact"
     assert [str(w.message).split("): ")[-1] for w in caught] == [
-        "trying the next", "trying the next", "decoding runs transformers' path, slower"]
+        "passed over", "passed over", "decoding runs transformers' path, slower"]
     assert all("disagree with transformers' forward" in str(w.message) for w in caught)
 
     def invariant_kernels_fail(model, forward):  # Triton kernels that do not build on a GPU they never ran on
@@ -102,28 +102,45 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     with pytest.warns(UserWarning) as caught:
         assert build.prepare(model).forward.kind == "lean+graphs"
     assert [str(w.message).split(" failed on this GPU ")[-1] for w in caught] == [
-        "(RuntimeError('no kernel')): trying the next"] * 2
+        "(RuntimeError('no kernel')): passed over"] * 2
 
 
-def test_a_gpu_runs_the_first_row_invariant_passes_the_probe_proves(monkeypatch):
-    """On a GPU (its device faked here; no pass runs) every candidate agrees with transformers' forward; the
-    probe decides between them: fixed-tile linears first, then one shape, then the fastest shapes, saying why."""
+def test_a_gpu_runs_the_quickest_row_invariant_passes_the_probe_proves(monkeypatch):
+    """On a GPU (its device faked; no pass runs) every candidate agrees with transformers' forward; the probe
+    decides which may run, their measured passes which does (timed only where two may): the fastest shapes only
+    where no row-invariant passes may, saying why of each passed over."""
     model = tiny_model("llama")
     holds = Invariance(rows=10, differing=0, worst=0.0, by_pass={"2": 0})
     fails = Invariance(rows=10, differing=2, worst=0.5, by_pass={"2": 2})
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
     monkeypatch.setattr(build, "compare_with_transformers", lambda *args: Agreement(0.0, 0.0, 0, 12))
-    for verdicts, kind, warned in (({}, "lean+graphs+triton-linears", 0),
-                                   ({"lean+graphs+triton-linears": fails}, "lean+graphs+invariant64", 1),
-                                   ({"lean+graphs+triton-linears": fails, "lean+graphs+invariant64": fails},
-                                    "lean+graphs", 2)):
+    tiles, one_shape = "lean+graphs+triton-linears", "lean+graphs+invariant64"
+    h100 = {tiles: {"1 rows": 5.7, "8 rows": 5.75}, one_shape: {"1 rows": 1.94, "8 rows": 2.14}}
+    for verdicts, milliseconds, kind, warned in (({}, h100, one_shape, 0),
+                                                 ({}, {tiles: {"1 rows": 1.0}, one_shape: {"1 rows": 2.0}}, tiles, 0),
+                                                 ({tiles: fails}, {}, one_shape, 1),
+                                                 ({tiles: fails, one_shape: fails}, {}, "lean+graphs", 2)):
         monkeypatch.setattr(build, "checked_invariance", lambda runtime, path: verdicts.get(  # noqa: B023
             runtime.forward.kind, holds))
+        monkeypatch.setattr(build, "checked_pass_milliseconds", lambda runtime, path: milliseconds[  # noqa: B023
+            runtime.forward.kind])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert build.prepare(model).forward.kind == kind
         assert len(caught) == warned
         assert all("are not row-invariant: 2 of 10 rows differ" in str(w.message) for w in caught)
+
+
+def test_a_load_drops_what_the_forwards_it_did_not_take_recorded():
+    """Buffers in the pool keep the recorded passes of the chosen forward and of its fastest shapes only."""
+    lean = LeanLlama(tiny_model("llama"))
+    cache = lean.new_cache(rows=4)
+    cache.recorded = {("lean+graphs+triton-linears", 1): "a", ("lean+graphs+invariant64", 64): "b",
+                      ("lean+graphs", 1): "c"}
+    lean.release(cache)
+    lean.caches.forget_recorded(keep={"lean+graphs+invariant64", "lean+graphs"})
+    assert lean.new_cache(rows=4) is cache and set(cache.recorded) == {("lean+graphs+invariant64", 64),
+                                                                      ("lean+graphs", 1)}
 
 
 def test_keep_compacts_every_layer_with_one_gather():
@@ -242,6 +259,25 @@ def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
     assert [row.nonzero().flatten().tolist() for row in mask[2:]] == [[4], [5]]
     assert buffers.embeds[:2].eq(1).all() and buffers.embeds[2:].eq(0).all()
     assert all(a.equal(b) for a, b in zip(buffers.views(on_host=True), buffers.views()))
+
+
+def test_a_pass_waits_for_the_last_copy_of_its_host_buffer_before_rewriting_it():
+    """Passes run back to back without a readback (an AR loop reading its tokens at the end, the probe): the
+    next pass of a bucket must not overwrite the host buffer while the last copy to the device may still read it
+    (on an H100 every row-invariant forward failed the probe by whole logits). Here the copy's event is faked."""
+    from bita.runtime.padded import PassBuffers
+
+    buffers = PassBuffers.make(2, 6, hidden_size=3, dtype=torch.float32, device=torch.device("cpu"))
+    buffers.fill(0, torch.ones(1, 3), torch.tensor([5]), torch.ones(1, 1, dtype=torch.bool))
+    host_positions_when_waited = []
+
+    class CopyInFlight:
+        @staticmethod
+        def synchronize():
+            host_positions_when_waited.append(buffers.views(on_host=True)[0].tolist())
+    buffers.sent = CopyInFlight()
+    buffers.fill(1, torch.ones(1, 3), torch.tensor([6]), torch.ones(1, 2, dtype=torch.bool))
+    assert host_positions_when_waited == [[5, 0]] and buffers.views()[0].tolist() == [6, 0]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
