@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub: fail fast, never hang
-# Triton kernels (bita/runtime/logical_attention.py, triton_*.py) run under Triton's interpreter where no GPU runs
-# them: set before anything imports triton, and only without CUDA (a GPU machine runs them compiled)
+# Triton kernels (bita/runtime/logical_attention.py, triton_*.py; bita/decode/walk_kernel.py) run under Triton's
+# interpreter where no GPU runs them: set before anything imports triton, and only without CUDA (a GPU machine runs
+# them compiled)
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

@@ -13,15 +13,18 @@ at every depth it reaches. Here the whole tree is judged at once, where the logi
 - the bonus is ``chosen`` at that row, and the next drafts are the top-k of the mask group anchored there.
 
 ``walk_on_device`` returns the last accepted row, the bonus and the drafts in one copy; the accepted path is
-then read off the tree on the host. Tested against the walk in Python, greedy and sampled (tests/decode).
+then read off the tree on the host. On a GPU the rules run as one Triton kernel (walk_kernel.py), else as torch
+operations (``decided_by_torch``). Tested against the walk in Python, greedy and sampled (tests/decode).
 Sampled, every row is warped here (a batched sort over the vocabulary) where the walk in Python warps only the
 rows it reaches: cheap on a GPU, not on a CPU, which keeps the walk in Python (``on_device``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from importlib.util import find_spec
 
 import torch
 
@@ -38,14 +41,14 @@ def on_device(device: torch.device) -> bool:
 
 @dataclass(frozen=True)
 class TreeTensors:
-    """A draft tree of N nodes as tensors on one device.
+    """A draft tree of N nodes as int32 tensors on one device (views of one, contiguous).
 
-    parent_row: [N] long, the verified row of each node's parent (0: the root's row, 1 + p: node p's).
-    depth: [N] long, each node's depth (1 below the root).
-    ancestry: [N, N] bool, ancestry[i, j]: node j is node i or one of its ancestors.
-    earlier_sibling: [N, N] bool, earlier_sibling[i, j]: node j shares node i's parent and comes before it in
+    parent_row: [N], the verified row of each node's parent (0: the root's row, 1 + p: node p's).
+    depth: [N], each node's depth (1 below the root).
+    ancestry: [N, N], ancestry[i, j] 1: node j is node i or one of its ancestors (else 0).
+    earlier_sibling: [N, N], earlier_sibling[i, j] 1: node j shares node i's parent and comes before it in
         rank order (then node index).
-    group: [1 + N] long, per verified row the index of the mask group anchored there (layout.group_of), -1
+    group: [1 + N], per verified row the index of the mask group anchored there (layout.group_of), -1
         where none is.
     """
 
@@ -58,20 +61,27 @@ class TreeTensors:
 
 @lru_cache(maxsize=256)
 def tree_tensors(tree: DraftTree, device: torch.device) -> TreeTensors:
-    """``tree`` as TreeTensors on ``device`` (cached: a static tree's are made once)."""
+    """``tree`` as TreeTensors on ``device`` (cached: a static tree's are made once), sent in one copy: views of
+    one int32 tensor [2N + 2N^2 + 1 + N] (a trie that merges chains is a new tree most passes)."""
     size = tree.size
-    ancestry = torch.zeros(size, size, dtype=torch.bool)
+    ancestry = torch.zeros(size, size, dtype=torch.int32)
     for index in range(size):
-        ancestry[index, tree.ancestors(index)] = True
+        ancestry[index, tree.ancestors(index)] = 1
     order = {child: place for children in tree.children.values() for place, child in enumerate(children)}
     parents = [node.parent for node in tree.nodes]
     earlier = torch.tensor([[parents[i] == parents[j] and order[j] < order[i] for j in range(size)]
-                            for i in range(size)], dtype=torch.bool).view(size, size)
+                            for i in range(size)], dtype=torch.int32).view(size, size)
     anchors = {anchor: group for group, anchor in enumerate(tree.group_anchors)}
-    group = torch.tensor([anchors.get(row - 1 if row else ROOT, -1) for row in range(1 + size)])
-    parent_row = torch.tensor([parent + 1 for parent in parents], dtype=torch.long)
-    depth = torch.tensor([node.depth for node in tree.nodes], dtype=torch.long)
-    return TreeTensors(*(t.to(device) for t in (parent_row, depth, ancestry, earlier, group)))
+    group = torch.tensor([anchors.get(row - 1 if row else ROOT, -1) for row in range(1 + size)], dtype=torch.int32)
+    parent_row = torch.tensor([parent + 1 for parent in parents], dtype=torch.int32)
+    depth = torch.tensor([node.depth for node in tree.nodes], dtype=torch.int32)
+    parts = (parent_row, depth, ancestry, earlier, group)
+    packed = torch.cat([part.flatten() for part in parts]).to(device)
+    views, start = [], 0
+    for part in parts:
+        views.append(packed[start:start + part.numel()].view(part.shape))
+        start += part.numel()
+    return TreeTensors(*views)
 
 
 def chosen_tokens(verified: torch.Tensor, sampling: Sampling, noise: RowNoise | None) -> torch.Tensor:
@@ -84,39 +94,59 @@ def chosen_tokens(verified: torch.Tensor, sampling: Sampling, noise: RowNoise | 
     return torch.argmax(probs / vectors, -1)
 
 
-def last_accepted_row(tensors: TreeTensors, tokens: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-    """The verified row of the last accepted node (0: none, the root's), a 0-d long tensor; tokens [N] long the
-    nodes' candidates, chosen [1 + N] long each row's choice."""
+def decided_by_torch(tensors: TreeTensors, tokens: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """(last accepted row, bonus, group anchored there) [3] long: the verified row of the last accepted node (0:
+    none, the root's), its choice and its group (-1: none); tokens [N] long the nodes' candidates, chosen [1 + N]
+    long each row's choice. walk_kernel.py does the same in one launch."""
     if tokens.numel() == 0:
-        return torch.zeros((), dtype=torch.long, device=chosen.device)
-    matches = tokens == chosen[tensors.parent_row]
-    taken = matches & ~(tensors.earlier_sibling & matches[None]).any(-1)
-    accepted = ~(tensors.ancestry & ~taken[None]).any(-1)
-    depth = torch.where(accepted, tensors.depth, 0)
-    return torch.where(depth.max() > 0, 1 + depth.argmax(), 0)
+        last = torch.zeros(1, dtype=torch.long, device=chosen.device)
+    else:
+        matches = tokens == chosen[tensors.parent_row]
+        taken = matches & ~(tensors.earlier_sibling.bool() & matches[None]).any(-1)
+        accepted = ~(tensors.ancestry.bool() & ~taken[None]).any(-1)
+        depth = torch.where(accepted, tensors.depth, 0)
+        last = torch.where(depth.max() > 0, 1 + depth.argmax(), 0).view(1)
+    # index_select, not indexing by a 0-d tensor, which reads it back (a sync on a GPU)
+    return torch.cat([last, chosen.index_select(0, last), tensors.group.index_select(0, last).long()])
+
+
+def decided_by_kernel(tensors: TreeTensors, tokens: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """``decided_by_torch`` in one Triton launch (walk_kernel.py); an empty tree, the root's choice, by torch."""
+    if tokens.numel() == 0:
+        return decided_by_torch(tensors, tokens, chosen)
+    from .walk_kernel import decide
+    return decide(*(getattr(tensors, name.name) for name in fields(TreeTensors)), tokens, chosen)
+
+
+def default_decider(device: torch.device) -> Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """On a GPU where Triton imports, the kernel; else the torch operations."""
+    return decided_by_kernel if device.type == "cuda" and find_spec("triton") is not None else decided_by_torch
 
 
 def walk_on_device(tree: DraftTree, tokens: tuple[int, ...], verified: torch.Tensor, every: torch.Tensor | None,
-                   k: int, sampling: Sampling, noise: RowNoise | None
+                   k: int, sampling: Sampling, noise: RowNoise | None,
+                   decider: Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
                    ) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
     """The verdict on a pass's candidates (``tree`` with ``tokens``, verified [1 + N, V] logits) and the top-``k``
     drafts, tokens and probabilities [depth, k] on the host, of the mask group anchored on the last accepted node
     (every [G, depth, V] every group's logits; None: no groups; the drafts None where that node has no group),
-    judged on the logits' device and brought back in one copy (ids as float64: exact)."""
+    judged on the logits' device by ``decider`` (None: ``default_decider``) and brought back in one copy (ids as
+    float64: exact)."""
     device = verified.device
     tensors = tree_tensors(tree, device)
     chosen = chosen_tokens(verified, sampling, noise)
-    last = last_accepted_row(tensors, torch.tensor(tokens, dtype=torch.long, device=device), chosen)
-    parts = [last[None].double(), chosen[last][None].double()]
+    decided = (decider or default_decider(device))(tensors, torch.tensor(tokens, dtype=torch.long, device=device),
+                                                   chosen)  # [3]: last accepted row, bonus, group there
+    parts = [decided.double()]
     if every is not None:
-        group = tensors.group[last]
-        top = torch.softmax(every[group.clamp(min=0)], dim=-1).topk(k, dim=-1)  # [depth, k]
-        parts += [group[None].double(), top.indices.flatten().double(), top.values.flatten().double()]
+        drafting = every.index_select(0, decided[2:].clamp(min=0))[0]  # [depth, V], read on the device
+        top = torch.softmax(drafting, dim=-1).topk(k, dim=-1)  # [depth, k]
+        parts += [top.indices.flatten().double(), top.values.flatten().double()]
     packed = torch.cat(parts).cpu()
-    row, bonus = int(packed[0]), int(packed[1])
+    row, bonus, group = int(packed[0]), int(packed[1]), int(packed[2])
     node = row - 1 if row else ROOT
     verdict = Verification(tuple(tree.ancestors(node)) if row else (), bonus, node)
-    if every is None or int(packed[2]) < 0:
+    if every is None or group < 0:
         return verdict, None
     count = every.shape[1] * k
     return verdict, (packed[3:3 + count].long().view(-1, k), packed[3 + count:].to(every.dtype).view(-1, k))

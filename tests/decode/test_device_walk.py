@@ -1,10 +1,11 @@
 """The walk as tensor operations (bita/decode/device_walk.py) against the walk in Python (verify.py): the same
-accepted path, bonus and next drafts on every kind of tree, greedy and sampled, on a CPU."""
+accepted path, bonus and next drafts on every kind of tree, greedy and sampled, on a CPU; its rules as torch
+operations and as one Triton kernel (walk_kernel.py, under Triton's interpreter here: tests/conftest.py)."""
 
 import pytest
 import torch
 
-from bita.decode.device_walk import tree_tensors, walk_on_device
+from bita.decode.device_walk import decided_by_kernel, decided_by_torch, tree_tensors, walk_on_device
 from bita.decode.sampling import GREEDY, RaceNoise, Sampling
 from bita.decode.verify import per_position, verify_greedy, verify_sampling
 from bita.drafts.tree import ROOT, DraftTree, TreeNode, efficient_tree, full_tree
@@ -15,6 +16,7 @@ VOCAB, K = 50, 3
 TREES = {
     "efficient": efficient_tree([3, 2, 2]),
     "full": full_tree([2, 2, 2]),
+    "wide": full_tree([3, 3, 3]),  # 39 nodes: more than the kernel's smallest block of 16
     "chain": efficient_tree([1, 1, 1, 1]),
     "trie with chains": build_trie(efficient_tree([2, 2]), [[5, 6], [7, 8]], [5, 9, 10], corpus=[11, 12]).tree,
     "siblings with one token": DraftTree((TreeNode(ROOT, 1, 0, True), TreeNode(ROOT, 1, 1, True),
@@ -37,10 +39,14 @@ def planted(tree: DraftTree, generator: torch.Generator) -> tuple[tuple[int, ...
     return tuple(tokens), logits
 
 
+DECIDERS = {"torch": decided_by_torch, "kernel": decided_by_kernel}
+
+
+@pytest.mark.parametrize("decider", DECIDERS)
 @pytest.mark.parametrize("sampling", [GREEDY, Sampling(temperature=0.9, top_p=0.9, top_k=20, seed=3)],
                          ids=["greedy", "sampled"])
 @pytest.mark.parametrize("name", TREES)
-def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling):
+def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling, decider):
     tree, generator = TREES[name], torch.Generator().manual_seed(len(name))
     groups = len(tree.group_anchors)
     for case in range(25):
@@ -52,7 +58,7 @@ def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling)
             expected = verify_greedy(tree, tokens, logits.argmax(-1).tolist())
         else:
             expected = verify_sampling(tree, tokens, logits, sampling, noises[0])
-        verdict, drafts = walk_on_device(tree, tokens, logits, every, K, sampling, noises[1])
+        verdict, drafts = walk_on_device(tree, tokens, logits, every, K, sampling, noises[1], DECIDERS[decider])
         assert verdict == expected
         if expected.last != ROOT and not tree.nodes[expected.last].has_group:
             assert drafts is None
@@ -61,9 +67,10 @@ def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling)
             assert torch.equal(drafts[0], top.indices) and torch.equal(drafts[1], top.values)
 
 
-def test_an_empty_tree_takes_the_roots_choice_and_group():
+@pytest.mark.parametrize("decider", DECIDERS)
+def test_an_empty_tree_takes_the_roots_choice_and_group(decider):
     tree, logits, every = DraftTree(()), torch.randn(1, VOCAB), torch.randn(1, 2, VOCAB)
-    verdict, drafts = walk_on_device(tree, (), logits, every, K, GREEDY, None)
+    verdict, drafts = walk_on_device(tree, (), logits, every, K, GREEDY, None, DECIDERS[decider])
     assert verdict.accepted == () and verdict.last == ROOT and verdict.bonus == int(logits[0].argmax())
     assert torch.equal(drafts[0], every[0].topk(K, -1).indices)
 
@@ -72,6 +79,6 @@ def test_tree_tensors_describe_parents_ancestry_siblings_and_groups():
     tree = efficient_tree([2, 2], chain_groups_only=True)  # nodes: 0 (chain), 1 (rank 1), 2 (chain), 3 (rank 1)
     tensors = tree_tensors(tree, torch.device("cpu"))
     assert tensors.parent_row.tolist() == [0, 0, 1, 1] and tensors.depth.tolist() == [1, 1, 2, 2]
-    assert tensors.ancestry[2].tolist() == [True, False, True, False]
-    assert tensors.earlier_sibling[1].tolist() == [True, False, False, False] and not tensors.earlier_sibling[0].any()
+    assert tensors.ancestry[2].tolist() == [1, 0, 1, 0]
+    assert tensors.earlier_sibling[1].tolist() == [1, 0, 0, 0] and not tensors.earlier_sibling[0].any()
     assert tensors.group.tolist() == [0, 1, -1, 2, -1]

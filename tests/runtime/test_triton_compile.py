@@ -1,8 +1,9 @@
 """Every Triton kernel compiles for the GPUs a session may be lent (an H100 or H200: sm_90; an A100: sm_80) in
 bf16 and float32, here without a GPU: Triton's compiler and its bundled ptxas make the machine code, so a kernel
 that would not build on a GPU fails here, not in a GPU session's minutes. Whether it runs right is the
-interpreter tests' concern (test_logical_attention.py, test_triton_layer.py). The compiler runs in a process of its
-own: this one runs kernels under Triton's interpreter (tests/conftest.py), which patches triton.language."""
+interpreter tests' concern (test_logical_attention.py, test_triton_layer.py, test_device_walk.py). The compiler
+runs in a process of its own: this one runs kernels under Triton's interpreter (tests/conftest.py), which patches
+triton.language."""
 
 import os
 import subprocess
@@ -19,6 +20,7 @@ def compile_kernels(dtype: str, capability: int) -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from bita.decode import walk_kernel
     from bita.runtime import logical_attention, triton_layer, triton_linear
 
     scalar, index = "fp32", "i32"
@@ -41,6 +43,10 @@ def compile_kernels(dtype: str, capability: int) -> list[str]:
              **dict.fromkeys(("rows", "outs", "ins", "x_row"), index)},
             {"HAS_BIAS": True, "HAS_RESIDUAL": True, "ROWS": triton_linear.BLOCK_ROWS,
              "OUTS": triton_linear.BLOCK_OUT, "INS": triton_linear.BLOCK_IN}),
+        walk_kernel._decide: (  # dtype-free: token ids and tree tensors
+            {"chosen_ptr": "*i64", "tokens_ptr": "*i64",
+             **dict.fromkeys(("parent_ptr", "depth_ptr", "ancestry_ptr", "earlier_ptr", "group_ptr"), "*i32"),
+             "out_ptr": "*i64", "nodes": index}, {"BLOCK": 64}),
     }
     for kernel, (signature, constants) in kernels.items():
         source = ASTSource(fn=kernel, signature={**signature, **dict.fromkeys(constants, "constexpr")},
@@ -58,7 +64,7 @@ def test_every_kernel_compiles_to_gpu_machine_code(dtype, capability):
     done = subprocess.run([sys.executable, __file__, dtype, str(capability)], capture_output=True, text=True,
                           env={**environment, "PYTHONPATH": path, "TRITON_DEFAULT_FP_FUSION": "1"}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul", "_linear"]
+    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul", "_linear", "_decide"]
 
 
 if __name__ == "__main__":  # python this_file.py DTYPE CAPABILITY
