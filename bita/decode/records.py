@@ -122,8 +122,9 @@ def tree_record(*, index: int, position: int, root: int, candidates: Candidates,
     """The record of tree pass ``index``, whose root ``root`` sat at ``position``, that fed ``rows`` rows of
     which ``candidates``, reached ``verdict`` and drafted ``next_drafts``."""
     trie, chances, accepted = candidates.trie, candidates.chances, set(verdict.accepted)
+    probs = candidates.probs.tolist() if candidates.probs is not None else None  # one conversion, not one a node
     nodes = [DraftNode(trie.tokens[i], n.parent, n.depth, n.rank,
-                       float(candidates.probs[n.depth - 1, n.rank]) if n.rank != NGRAM_RANK else 0.0,
+                       probs[n.depth - 1][n.rank] if n.rank != NGRAM_RANK else 0.0,
                        n.has_group, ACCEPTED if i in accepted else REJECTED, trie.sources[i],
                        chances[i] if chances and i < len(chances) else None)
              for i, n in enumerate(trie.tree.nodes)]
