@@ -3,7 +3,7 @@
     python3 benchmarks/gpu/invariance_check.py --model /tmp/s/model.gguf [--dtype bfloat16]
 
 Prints, for the default model on the GPU at hand:
-1. the runtime the load chose (build.choose_lean: the first row-invariant forward the probe proves, else the
+1. the runtime the load chose (build.choose_lean: the quickest row-invariant forward the probe proves, else the
    fastest shapes) and, for every forward a GPU may run (build.graphed_forwards: Triton's fixed-tile linears at
    row buckets, one shape of 64 rows on cuBLAS, the fastest shapes), the probe (invariance.py) and the median
    milliseconds of an AR pass and of an 8-row pass after 128 tokens;
