@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["nodes"])  # one compiled kernel a block size, whatever the node count
 def _decide(chosen_ptr, tokens_ptr, parent_ptr, depth_ptr, ancestry_ptr, earlier_ptr, group_ptr, out_ptr, nodes,
             BLOCK: tl.constexpr):
     node, other = tl.arange(0, BLOCK), tl.arange(0, BLOCK)
