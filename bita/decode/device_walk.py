@@ -118,9 +118,12 @@ def decided_by_kernel(tensors: TreeTensors, tokens: torch.Tensor, chosen: torch.
     return decide(*(getattr(tensors, name.name) for name in fields(TreeTensors)), tokens, chosen)
 
 
+HAS_TRITON = find_spec("triton") is not None  # looked up once, not every pass
+
+
 def default_decider(device: torch.device) -> Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor]:
     """On a GPU where Triton imports, the kernel; else the torch operations."""
-    return decided_by_kernel if device.type == "cuda" and find_spec("triton") is not None else decided_by_torch
+    return decided_by_kernel if device.type == "cuda" and HAS_TRITON else decided_by_torch
 
 
 def walk_on_device(tree: DraftTree, tokens: tuple[int, ...], verified: torch.Tensor, every: torch.Tensor | None,

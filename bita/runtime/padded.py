@@ -145,7 +145,7 @@ class PassBuffers:
         host_allowed[padding, length + padding] = True
         self.staged.copy_(self.host, non_blocking=True)
         if self.staged.is_cuda:
-            self.sent = torch.cuda.Event()
+            self.sent = self.sent or torch.cuda.Event()  # one event a buffer, recorded again each pass
             self.sent.record()
         self.embeds[:rows] = embeds
         self.embeds[rows:] = 0
