@@ -293,15 +293,17 @@ class BenchReport:
 
 def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts: list[BenchPrompt],
               max_new_tokens: int, methods: tuple[str, ...], setup: dict,
-              on_result: Callable[[PromptResult], None] | None = None, sampling: Sampling = GREEDY) -> BenchReport:
+              on_result: Callable[[BenchReport], None] | None = None, sampling: Sampling = GREEDY) -> BenchReport:
     """Warm up, then benchmark every prompt with a progress bar showing running tau and speedup;
-    greedy, or every run sampled with ``sampling`` (each from a fresh generator seeded alike)."""
+    greedy, or every run sampled with ``sampling`` (each from a fresh generator seeded alike). ``on_result``
+    receives the report so far after every prompt (a run cut short keeps what it measured)."""
     methods = check_methods(runnable(methods, loaded))
     if not prompts:
         raise BitaError("no prompts to benchmark")
     warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))
     for method in methods:
         run_method(method, loaded, adapter, plan, warm_ids, WARMUP_TOKENS, sampling)
+    setup = {**setup, "methods": list(methods), "max_new_tokens": max_new_tokens, "sampling": asdict(sampling)}
     results: list[PromptResult] = []
     bar = tqdm(prompts, desc="bench", unit="prompt")
     for turn, prompt in enumerate(bar):
@@ -310,6 +312,5 @@ def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts
         identity = {} if running["identical"] is None else {"identical": f"{running['identical']}/{running['total']}"}
         bar.set_postfix(tau=f"{running['mean_accepted']:.2f}", speedup=f"{running['speedup']:.2f}x", **identity)
         if on_result:
-            on_result(results[-1])
-    return BenchReport({**setup, "methods": list(methods), "max_new_tokens": max_new_tokens,
-                        "sampling": asdict(sampling)}, results)
+            on_result(BenchReport(setup, list(results)))
+    return BenchReport(setup, results)

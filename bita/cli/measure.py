@@ -74,12 +74,16 @@ def run_bench(args: argparse.Namespace) -> dict:
              "exact": loaded.exact, "runtime": loaded.runtime.describe(), "runtime_key": loaded.runtime.key,
              "adapter": adapter_name, "drafts": args.drafts,
              "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
-    report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, sampling=sampling)
+    def write(report) -> None:  # after every prompt: a run cut short keeps what it measured
+        for path, text in ((args.json_out, lambda: json.dumps(report.to_json(), indent=1)),
+                           (args.markdown, report.to_markdown)):
+            if path:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(text())
+
+    report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, on_result=write,
+                   sampling=sampling)
     data, markdown = report.to_json(), report.to_markdown()
-    for path, text in ((args.json_out, json.dumps(data, indent=1)), (args.markdown, markdown)):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text)
     if args.html:
         from viz.bench import pass_cost_figure, speedup_by_category, tau_histogram, write_html
 

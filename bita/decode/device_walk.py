@@ -21,6 +21,7 @@ rows it reaches: cheap on a GPU, not on a CPU, which keeps the walk in Python (`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -28,7 +29,7 @@ from importlib.util import find_spec
 
 import torch
 
-from ..drafts.tree import ROOT, DraftTree
+from ..drafts.tree import ROOT, DraftTree, full_tree
 from .sampling import Sampling, target_probs
 from .verify import RowNoise, Verification
 
@@ -119,16 +120,44 @@ def decided_by_kernel(tensors: TreeTensors, tokens: torch.Tensor, chosen: torch.
 
 
 HAS_TRITON = find_spec("triton") is not None  # looked up once, not every pass
+Decider = Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def default_decider(device: torch.device) -> Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor]:
-    """On a GPU where Triton imports, the kernel; else the torch operations."""
-    return decided_by_kernel if device.type == "cuda" and HAS_TRITON else decided_by_torch
+@lru_cache(maxsize=8)
+def default_decider(device: torch.device) -> Decider:
+    """On a GPU where Triton imports, the kernel once it agreed with the torch operations there
+    (``kernel_disagrees``); else (with a warning where it did not) the torch operations."""
+    if device.type != "cuda" or not HAS_TRITON:
+        return decided_by_torch
+    why = kernel_disagrees(device)
+    if why is None:
+        return decided_by_kernel
+    warnings.warn(f"the verdict kernel {why} on {device}: the device walk runs torch operations", stacklevel=2)
+    return decided_by_torch
+
+
+def kernel_disagrees(device: torch.device, cases: int = 40) -> str | None:
+    """Why the verdict kernel may not judge passes on ``device`` (None: it may): it failed, or its verdict differed
+    from ``decided_by_torch``'s on random trees of 39 and 84 nodes (blocks of 64 and 128) with tokens from 3 ids,
+    so that paths are accepted to every depth."""
+    generator = torch.Generator().manual_seed(0)
+    for tree in (full_tree([3, 3, 3]), full_tree([4, 4, 4])):
+        tensors = tree_tensors(tree, device)
+        for _ in range(cases):
+            tokens = torch.randint(0, 3, (tree.size,), generator=generator).to(device)
+            chosen = torch.randint(0, 3, (1 + tree.size,), generator=generator).to(device)
+            try:
+                got = decided_by_kernel(tensors, tokens, chosen)
+            except Exception as error:  # noqa: BLE001 - a kernel that fails on a GPU it never ran on must not stop decoding
+                return f"failed ({error!r})"
+            if not torch.equal(got, expected := decided_by_torch(tensors, tokens, chosen)):
+                return f"decided {got.tolist()} where the torch operations decided {expected.tolist()}"
+    return None
 
 
 def walk_on_device(tree: DraftTree, tokens: tuple[int, ...], verified: torch.Tensor, every: torch.Tensor | None,
                    k: int, sampling: Sampling, noise: RowNoise | None,
-                   decider: Callable[[TreeTensors, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+                   decider: Decider | None = None
                    ) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
     """The verdict on a pass's candidates (``tree`` with ``tokens``, verified [1 + N, V] logits) and the top-``k``
     drafts, tokens and probabilities [depth, k] on the host, of the mask group anchored on the last accepted node

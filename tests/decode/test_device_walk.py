@@ -5,7 +5,7 @@ operations and as one Triton kernel (walk_kernel.py, under Triton's interpreter 
 import pytest
 import torch
 
-from bita.decode.device_walk import decided_by_kernel, decided_by_torch, tree_tensors, walk_on_device
+from bita.decode.device_walk import decided_by_kernel, decided_by_torch, kernel_disagrees, tree_tensors, walk_on_device
 from bita.decode.sampling import GREEDY, RaceNoise, Sampling
 from bita.decode.verify import per_position, verify_greedy, verify_sampling
 from bita.drafts.tree import ROOT, DraftTree, TreeNode, efficient_tree, full_tree
@@ -82,3 +82,20 @@ def test_tree_tensors_describe_parents_ancestry_siblings_and_groups():
     assert tensors.ancestry[2].tolist() == [1, 0, 1, 0]
     assert tensors.earlier_sibling[1].tolist() == [1, 0, 0, 0] and not tensors.earlier_sibling[0].any()
     assert tensors.group.tolist() == [0, 1, -1, 2, -1]
+
+
+def test_the_kernel_agrees_with_the_torch_operations_in_its_own_check():
+    assert kernel_disagrees(torch.device("cpu"), cases=3) is None
+
+
+def test_a_kernel_that_fails_or_decides_otherwise_is_not_used(monkeypatch):
+    import bita.decode.device_walk as device_walk
+
+    def failing(tensors, tokens, chosen):
+        raise RuntimeError("no such kernel image")
+
+    monkeypatch.setattr(device_walk, "decided_by_kernel", failing)
+    assert "failed" in kernel_disagrees(torch.device("cpu"), cases=1)
+    nothing_accepted = torch.zeros(3, dtype=torch.long)
+    monkeypatch.setattr(device_walk, "decided_by_kernel", lambda tensors, tokens, chosen: nothing_accepted)
+    assert "decided [0, 0, 0]" in kernel_disagrees(torch.device("cpu"), cases=5)
