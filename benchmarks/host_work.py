@@ -2,10 +2,12 @@
 the shipped adapter and ``--tree auto``, over the first MT-Bench first turns, then where it goes (cProfile,
 milliseconds a step of the step's own functions).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto]
+    PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto] [--model M]
 
 On a CPU the verification walk runs in Python and the LM head's argmax and the drafts' softmax and top-k run on
-the host; on a GPU they run on the device (device_walk.py) and the host waits once a pass.
+the host; on a GPU they run on the device (device_walk.py) and the host waits once a pass. The pass's own time
+(``pass_seconds``) holds host work too, before the device runs it (the rows' layout, mask and staging): the
+profile's functions inside ``forward_layout`` and ``pass_logits`` show it, and ``synchronize`` the waits.
 """
 import argparse
 import cProfile
@@ -20,7 +22,8 @@ from bita.plan.tree_plan import plan_tree
 
 STEP_FUNCTIONS = ("tree_step", "forward_layout", "pass_logits", "judge", "drafts_from", "verify_greedy",
                   "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record", "keep", "propose",
-                  "extend", "take")
+                  "extend", "take", "decode_layout", "fill", "_bucket_pass", "logits", "synchronize", "tree_tensors",
+                  "chosen_tokens", "decided_by_kernel", "decided_by_torch", "attach_attention", "as_lists", "run")
 
 
 def main() -> None:
@@ -28,8 +31,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--dtype", default="auto")
     args = parser.parse_args()
-    loaded = load_model(device=args.device)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     adapter, _ = resolve_adapter(loaded, None)
     plan = plan_tree(loaded, adapter, "auto")
     prompts = [encode_chat(loaded.tokenizer, list(p.messages)) for p in mt_bench()[:args.prompts]]
@@ -59,6 +64,10 @@ def main() -> None:
     for (file, line, name), (_, calls, _, cumulative, _) in sorted(stats.items(), key=lambda item: -item[1][3]):
         if name in STEP_FUNCTIONS and "bita" in file:
             print(f"| `{file.split('bita/')[-1]}:{line}` {name} | {calls} | {1000 * cumulative / len(profiled):.3f} |")
+    print("\n| the most time of its own (any function) | calls | ms a step |\n|---|---:|---:|")
+    for (file, line, name), (_, calls, own, _, _) in sorted(stats.items(), key=lambda item: -item[1][2])[:20]:
+        print(f"| `{file.split('site-packages/')[-1].split('bita/')[-1]}:{line}` {name} | {calls} | "
+              f"{1000 * own / len(profiled):.3f} |")
 
 
 if __name__ == "__main__":

@@ -4,11 +4,12 @@
 # (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
-# bench. In priority order (an H100 took ~45 s for inv, 150+ s for mt80-16 and hfs16 on the fixed-tile forward):
+# bench, M16 the methods of mt80-16. In priority order (an H100 took ~45 s for inv, 150+ s for mt80-16 and hfs16 on the fixed-tile forward):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
 #            8-row pass ms, cuBLAS rows tested at each index (invariance_check.py)
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
 #            load-time probe passed: the log's runtime line says), our AR loop at its fastest shapes, BiTA
+#   host     where a BiTA step's host work goes, pass included (benchmarks/host_work.py: cProfile, 8 prompts)
 #   hfs16    8 of them: HF generate eager and compiled static cache, our AR loop, fastest shapes, BiTA, in one
 #            process (the crash beside a compiled model: issue 47)
 #   mt80-32  all 80 in fp32: our AR loop and BiTA
@@ -18,7 +19,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-1}; TOK=${TOK:-128}
-STEPS=${STEPS:-"inv mt80-16 hfs16 mt80-32 pc16 pc32 graphs pc1b"}
+STEPS=${STEPS:-"inv mt80-16 host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -43,7 +44,8 @@ step() {
   tar czf $OUT/gpu-check.tgz -C $R .
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
-step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods ar,arf,bita --json-out $R/mt80-16.json --markdown $R/mt80-16.md
+step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
+step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK
 step hfs16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,arf,bita --json-out $R/hfs16.json --markdown $R/hfs16.md
 step mt80-32 150 $B bench --model $G --device cuda --dtype float32 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-32.json --markdown $R/mt80-32.md
 step pc16 45 $B pass-cost --model $G --device cuda --dtype bfloat16 --json --repeats 10

@@ -56,8 +56,12 @@ class CostTable:
 
     def seconds(self, rows: float) -> float:
         """Piecewise-linear in rows (padded: at the rows of the bucket that runs them, where the cost
-        steps); extended past the last point along the last segment."""
-        if self.buckets and rows <= self.buckets[-1]:
+        steps, and past the last bucket as passes of its rows one after the other, as PaddedLean.forward
+        runs them); extended past the last point along the last segment."""
+        if self.buckets and rows > self.buckets[-1]:
+            full, rest = divmod(math.ceil(rows), self.buckets[-1])
+            return full * self.seconds(self.buckets[-1]) + (self.seconds(rest) if rest else 0.0)
+        if self.buckets:
             rows = self.buckets[bisect_left(self.buckets, math.ceil(rows))]
         xs, ys = zip(*self.points)
         if rows <= xs[-1] or len(xs) == 1:
@@ -141,6 +145,7 @@ class TreeChoice:
     ar_tokens_per_second: float
     ranking: tuple[tuple[str, float, float], ...]  # (spec, tau, expected tok/s), best first
     best: Shape | None = None  # the first of ``ranking``
+    chain_rows: int = 0  # rows the chains may add to a static tree's pass, priced with it
 
     def drafting(self) -> TreeChoice:
         """The best tree even where plain AR would be faster: for showing the method at work."""
@@ -156,26 +161,36 @@ class TreeChoice:
             best = self.ranking[0] if self.ranking else ("none", 0.0, 0.0)
             return (f"auto: AR ({self.ar_tokens_per_second:.1f} tok/s expected); no tree pays here, the best, "
                     f"{best[0]}, would give {best[2]:.1f} tok/s")
+        chains = f", priced with the {self.chain_rows} rows chains may add" if self.chain_rows else ""
         return (f"auto: {self.tree.spec} ({self.tokens_per_second:.1f} tok/s expected vs AR "
-                f"{self.ar_tokens_per_second:.1f})")
+                f"{self.ar_tokens_per_second:.1f}{chains})")
 
 
 def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | None = None,
-                forecasts: Sequence[tuple[Shape, Forecast]] = ()) -> TreeChoice:
+                forecasts: Sequence[tuple[Shape, Forecast]] = (), chain_rows: int = 0) -> TreeChoice:
     """The candidate with the highest expected tokens/s, or AR when none beats it: ``forecasts``
-    (shapes with their forecasts), or else the static trees ``candidates`` forecast from ``ranks``."""
+    (shapes with their forecasts), or else the static trees ``candidates`` forecast from ``ranks``.
+    Where passes run at row buckets (``costs.buckets``: a pass past a bucket's rows costs the next bucket, or two
+    passes past the last), a static tree's passes are priced with ``chain_rows`` more rows, the chains' candidates
+    at most: a tree that fits a bucket alone may not beside them. A dynamic tree leaves the chains their rows of
+    its budget; and where cost grows with every row (a CPU) the chains' rows are left out, as before."""
     forecasts = forecasts or [(tree := parse_tree_spec(spec), forecast(tree, ranks))
                               for spec in candidates or candidate_trees(n_masks)]
-    scored = sorted(((guess.tokens_per_second(costs.seconds(guess.rows), costs.seconds(guess.draftless_rows)),
-                      guess.tokens_per_pass, index) for index, (_, guess) in enumerate(forecasts)),
-                    key=lambda s: -s[0])
+    chain_rows = chain_rows if costs.buckets else 0
+
+    def expected_rate(shape: Shape, guess: Forecast) -> float:
+        extra = chain_rows if isinstance(shape, DraftTree) else 0
+        return guess.tokens_per_second(costs.seconds(guess.rows + extra), costs.seconds(guess.draftless_rows + extra))
+
+    scored = sorted(((expected_rate(shape, guess), guess.tokens_per_pass, index)
+                     for index, (shape, guess) in enumerate(forecasts)), key=lambda s: -s[0])
     ranking = tuple((forecasts[index][1].tree, tau, rate) for rate, tau, index in scored[:10])
     ar_rate = 1.0 / costs.ar
     best_rate, _, best = scored[0]
     best_tree = forecasts[best][0]
     if best_rate <= ar_rate:
-        return TreeChoice(None, ar_rate, ar_rate, ranking, best_tree)
-    return TreeChoice(best_tree, best_rate, ar_rate, ranking, best_tree)
+        return TreeChoice(None, ar_rate, ar_rate, ranking, best_tree, chain_rows)
+    return TreeChoice(best_tree, best_rate, ar_rate, ranking, best_tree, chain_rows)
 
 
 def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None) -> list[tuple[Shape, Forecast]]:
@@ -194,8 +209,9 @@ def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None
     return static + [best_forecast(depths, passes, forecaster) for depths in shapes]
 
 
-def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, sampling: Sampling | None = None) -> TreeChoice:
-    """Choose for this model, adapter, device and ``sampling`` (None: greedy), measuring pass costs once
-    per device."""
+def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, sampling: Sampling | None = None,
+              chain_rows: int = 0) -> TreeChoice:
+    """Choose for this model, adapter, device and ``sampling`` (None: greedy), with chains of up to ``chain_rows``
+    candidates beside the tree, measuring pass costs once per device."""
     return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks,
-                       forecasts=pass_sample_forecasts(adapter, sampling))
+                       forecasts=pass_sample_forecasts(adapter, sampling), chain_rows=chain_rows)

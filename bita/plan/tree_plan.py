@@ -86,15 +86,16 @@ def corpus_of(adapter: BitaAdapter, tokenizer, corpus: str | None) -> tuple[Corp
 
 
 def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
-               sampling: Sampling | None = None) -> TreePlan:
+               sampling: Sampling | None = None, chain_rows: int = 0) -> TreePlan:
     """An explicit tree as given, or for ``auto`` the shape (static or dynamic) with the highest
-    expected tokens/s on this device at ``sampling`` (None: greedy), or plain AR where none beats it
-    (``drafting``: the best tree even then) or the adapter has no acceptance statistics."""
+    expected tokens/s on this device at ``sampling`` (None: greedy) beside chains of up to ``chain_rows``
+    candidates, or plain AR where none beats it (``drafting``: the best tree even then) or the adapter has no
+    acceptance statistics."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
     try:
-        choice = auto_tree(loaded, adapter, sampling)
+        choice = auto_tree(loaded, adapter, sampling, chain_rows)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
@@ -114,7 +115,8 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     the adapter's own, the only ones calibration has).
 
     ``ngram`` drafts with n-gram chains only (no mask groups; ``tree`` is not used). ``both``
-    adds the chain to the mask tree, which ``auto`` chooses from mask forecasts alone: the chain's
+    adds the chain to the mask tree, which ``auto`` prices with the chains' rows where passes run at row buckets (a
+    tree that fits a bucket alone may not beside them) and forecasts from the masks alone: the chain's
     forecast (``dynamic_plan.forecast_passes`` with ``ngram_tokens``) runs high on the self-generated
     calibration data, whose answers repeat themselves more than real ones (measured on MT-Bench,
     docs/speed.md), and picked the chain alone where masks + chain measured better. Where no tree pays it drafts with
@@ -134,7 +136,8 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         unused = "" if tree == AUTO else f"; tree {getattr(tree, 'spec', tree)} not used"
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
-    masks = plan_masks(loaded, adapter, tree, drafting, sampling)  # chosen without the chains: see above
+    chain_rows = ngram_tokens * (2 if source == ALL else 1)  # the chains' candidates, at most
+    masks = plan_masks(loaded, adapter, tree, drafting, sampling, chain_rows)  # forecast without them: see above
     drafted = masks.tree if masks.tree is not None else EMPTY_TREE
     extra = {}
     if source == ALL:

@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 
+from bita.decode.masks import decode_layout
 from bita.model.rank_stats import MISS
 from bita.plan.autotree import CostTable, candidate_trees, choose_tree
 
@@ -122,8 +123,24 @@ def test_a_padded_table_prices_a_pass_at_its_row_bucket():
     buckets = (1, 2, 4, 8, 16, 32, 64, 128)
     padded, linear = CostTable("gpu", 0.010, points, buckets=buckets), CostTable("cpu", 0.010, points)
     assert padded.seconds(5) == padded.seconds(8) == 0.012 and padded.seconds(9) == 0.016
-    assert linear.seconds(5) < 0.012 and padded.seconds(200) == linear.seconds(200)
-    assert padded.seconds(32) == pytest.approx(linear.seconds(32))  # an unmeasured bucket: interpolated
+    assert linear.seconds(5) < 0.012 and padded.seconds(32) == pytest.approx(linear.seconds(32))  # interpolated
+    # past the last bucket: passes of its rows one after the other (128 rows, then 72 in the 128 bucket)
+    assert padded.seconds(200) == pytest.approx(2 * 0.040) and padded.seconds(129) == pytest.approx(0.040 + 0.010)
+
+
+def test_one_shape_prices_a_tree_with_its_chains_and_keeps_it_within_one_pass():
+    """At one shape of 64 rows (the row-invariant GPU forward) every pass up to 64 rows costs the same and one of
+    65 two: a 64-row tree beside a 4-token n-gram chain is two passes; the choice fits tree and chain in one."""
+    one_shape = CostTable("gpu", 0.002, [(64, 0.0022)], buckets=(64,))
+    assert one_shape.seconds(64) == one_shape.seconds(3) == 0.0022 and one_shape.seconds(65) == pytest.approx(0.0044)
+    ranks = Counter({(0, 0, 0): 50, (1, 1, 1): 20, (2, 2, 2): 15, (3, 3, 3): 10, (4, 4, 4): 5})
+    alone = choose_tree(ranks, one_shape, 3)
+    beside = choose_tree(ranks, one_shape, 3, chain_rows=4)
+    layout_rows = lambda tree: decode_layout(tree, tree.depth).rows  # noqa: E731
+    assert layout_rows(alone.tree) > 60 >= layout_rows(beside.tree)
+    assert "priced with the 4 rows chains may add" in beside.describe()
+    linear = CostTable("cpu", 0.002, [(1, 0.002), (64, 0.0022)])  # no buckets: chains priced as before, not at all
+    assert choose_tree(ranks, linear, 3, chain_rows=4) == choose_tree(ranks, linear, 3)
 
 
 def test_a_drafting_choice_keeps_the_best_tree_where_ar_is_faster():
