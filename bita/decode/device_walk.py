@@ -155,20 +155,20 @@ def kernel_disagrees(device: torch.device, cases: int = 40) -> str | None:
     return None
 
 
-def walk_on_device(tree: DraftTree, tokens: tuple[int, ...], verified: torch.Tensor, every: torch.Tensor | None,
-                   k: int, sampling: Sampling, noise: RowNoise | None,
-                   decider: Decider | None = None
-                   ) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
-    """The verdict on a pass's candidates (``tree`` with ``tokens``, verified [1 + N, V] logits) and the top-``k``
-    drafts, tokens and probabilities [depth, k] on the host, of the mask group anchored on the last accepted node
+def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
+                   every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
+                   decider: Decider | None = None) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
+    """The verdict on a pass's candidates (``tree`` with ``tokens``: N ids, or [N] long on the logits' device; verified
+    [1 + N, V] logits) and the top-``k`` drafts, tokens and probabilities [depth, k] on the host, of the mask group
+    anchored on the last accepted node
     (every [G, depth, V] every group's logits; None: no groups; the drafts None where that node has no group),
     judged on the logits' device by ``decider`` (None: ``default_decider``) and brought back in one copy (ids as
     float64: exact)."""
     device = verified.device
     tensors = tree_tensors(tree, device)
     chosen = chosen_tokens(verified, sampling, noise)
-    decided = (decider or default_decider(device))(tensors, torch.tensor(tokens, dtype=torch.long, device=device),
-                                                   chosen)  # [3]: last accepted row, bonus, group there
+    ids = torch.as_tensor(tokens, dtype=torch.long, device=device)  # a tensor there already: no copy
+    decided = (decider or default_decider(device))(tensors, ids, chosen)  # [3]: last accepted row, bonus, group there
     parts = [decided.double()]
     if every is not None:
         drafting = every.index_select(0, decided[2:].clamp(min=0))[0]  # [depth, V], read on the device

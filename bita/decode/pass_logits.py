@@ -62,25 +62,29 @@ def one_head_call(device: torch.device, group_rows: int) -> bool:
 
 def pass_logits(runtime: Runtime, hidden: torch.Tensor, layout: PassLayout, verified: int) -> PassLogits:
     """The logits of a pass's first ``verified`` rows and of its mask groups, from hidden [R, H]; one head
-    call when cheaper."""
+    call when cheaper. A decoding pass's groups take the rows after its verified ones (``decode_layout`` with
+    one ordinary row): the head reads hidden's first rows, with no index sent to the device (on a GPU such a copy
+    waits for the pass, so the head and the verdict could not be queued behind it)."""
     groups = layout.group_rows
     if not one_head_call(hidden.device, (groups.shape[0] - 1) * groups.shape[1]):
         return PassLogits(runtime.logits(hidden[:verified]), lambda group: runtime.logits(hidden[groups[group]]),
                           None)
-    rows = torch.cat([torch.arange(verified), groups.flatten()])
-    logits = runtime.logits(hidden[rows.to(hidden.device)])
+    logits = runtime.logits(hidden[:verified + groups.numel()])  # the groups' rows follow: no gather, no copy
     every = logits[verified:].view(*groups.shape, logits.shape[-1])
     return PassLogits(logits[:verified], lambda group: every[group], every)
 
 
 def judge(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
-          sampling: Sampling, noise: RowNoise | None) -> tuple[Verification, Drafts | None]:
+          sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor | None = None
+          ) -> tuple[Verification, Drafts | None]:
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
     pass: the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none.
-    On a GPU (``device_walk.on_device``) the walk runs there and its verdict and drafts come back in one copy."""
+    On a GPU (``device_walk.on_device``) the walk runs there, on ``candidate_ids`` ([N] long, the candidates as the
+    pass was sent them; None: ``trie.tokens``), and its verdict and drafts come back in one copy."""
     if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
-        verdict, drafts = walk_on_device(trie.tree, trie.tokens, logits.verified,
+        ids = trie.tokens if candidate_ids is None else candidate_ids
+        verdict, drafts = walk_on_device(trie.tree, ids, logits.verified,
                                          logits.every if tree.depth else None, tree.max_rank, sampling, noise)
         return verdict, Drafts(*drafts) if drafts is not None else None
     if sampling.greedy:

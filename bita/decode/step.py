@@ -23,7 +23,7 @@ from ..drafts.ngram import MAX_MATCH, NgramIndex
 from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..drafts.trie import GROUPS_NONE, build_trie
 from ..model.adapter import BitaAdapter
-from ..runtime.device import timed
+from ..runtime.device import PassTimer, timed
 from ..runtime.runtime import Cache, Runtime
 from .masks import PassLayout, allowed_keys, decode_layout
 from .pass_logits import Drafts, drafts_from, judge, pass_logits
@@ -81,8 +81,9 @@ def forward_layout(runtime: Runtime, adapter: BitaAdapter, cache: Cache, layout:
     """
     embed = runtime.model.get_input_embeddings()
     ordinary = embed(ordinary_tokens.to(runtime.device))
-    masks = adapter.mask_embeddings[: layout.n_masks].to(runtime.dtype).repeat(len(layout.tree.group_anchors), 1)
-    return runtime.run(cache, torch.cat([ordinary, masks.to(runtime.device)]), position + layout.position_offsets,
+    masks = adapter.mask_embeddings[: layout.n_masks].to(runtime.device, runtime.dtype)
+    masks = masks.repeat(len(layout.tree.group_anchors), 1)
+    return runtime.run(cache, torch.cat([ordinary, masks]), position + layout.position_offsets,
                        allowed_keys(layout, adapter.n_prompt, context_length), len(ordinary_tokens))
 
 
@@ -141,16 +142,19 @@ def tree_step(request: Request, state: DecodeState, index: int, ngram: Sequence[
         candidates = draft_candidates(request, state.drafts, ngram, corpus)
         trie = candidates.trie
         layout = decode_layout(trie.tree, request.tree.depth, 1)
-        logits, pass_seconds = timed(runtime.device, lambda: pass_logits(runtime, forward_layout(
-            runtime, adapter, state.cache, layout, torch.tensor([state.root, *trie.tokens]), length, length),
-            layout, 1 + trie.tree.size))
+        timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
+        timer.start()
+        ids = torch.tensor([state.root, *trie.tokens]).to(runtime.device)  # [1 + N]: the pass's, then the walk's
+        logits = pass_logits(runtime, forward_layout(runtime, adapter, state.cache, layout, ids, length, length),
+                             layout, 1 + trie.tree.size)
+        timer.stop()
         noise = None if request.sampling.greedy else request.coupling(request.noise, trie.tree, length + 1)
-        verdict, next_drafts = judge(trie, layout, logits, request.tree, request.sampling, noise)
+        verdict, next_drafts = judge(trie, layout, logits, request.tree, request.sampling, noise, ids[1:])
         state.cache.keep(adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
         record = tree_record(index=index, position=length, root=state.root, candidates=candidates, verdict=verdict,
                              next_drafts=next_drafts.as_lists() if next_drafts else [], rows=layout.rows,
                              n_prompt=adapter.n_prompt, sampled=not request.sampling.greedy)
-        record.pass_seconds = pass_seconds
+        record.pass_seconds = timer.seconds()
         attach_attention(record, layout, adapter.n_prompt, length, request.record_attention)
         return DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts), record
     return _timed_record(runtime, run)

@@ -50,6 +50,34 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class PassTimer:
+    """Times work queued on ``device`` without waiting for it: ``start`` and ``stop`` around queuing it, ``seconds``
+    once the caller has waited for it anyway (a copy back). On a CPU, wall seconds (the work is done when queued); on
+    a GPU, two CUDA events: the device's time from the first to the last, host gaps between included, so the host
+    can queue what follows (the verdict's kernels) while the device still runs the pass."""
+
+    def __init__(self, device: torch.device):
+        self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) \
+            if device.type == "cuda" else None
+        self.started = self.elapsed = 0.0
+
+    def start(self) -> None:
+        if self.events:
+            self.events[0].record()
+        self.started = time.perf_counter()
+
+    def stop(self) -> None:
+        if self.events:
+            self.events[1].record()
+        self.elapsed = time.perf_counter() - self.started
+
+    def seconds(self) -> float:
+        if not self.events:
+            return self.elapsed
+        self.events[1].synchronize()
+        return self.events[0].elapsed_time(self.events[1]) / 1000
+
+
 def timed(device: torch.device, fn):
     """Call ``fn()``; return (its result, wall seconds), synchronised with the device."""
     synchronize(device)
