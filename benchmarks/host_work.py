@@ -3,6 +3,7 @@ the shipped adapter and ``--tree auto``, over the first MT-Bench first turns, th
 milliseconds a step of the step's own functions).
 
     PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto] [--model M]
+        [--dtype auto] [--prompts-file F.jsonl]   (F: prompts as `bench --prompts` reads them; default MT-Bench)
 
 On a CPU the verification walk runs in Python and the LM head's argmax and the drafts' softmax and top-k run on
 the host; on a GPU they run on the device (device_walk.py) and the host waits once a pass. The pass's own time
@@ -14,7 +15,7 @@ import cProfile
 import pstats
 import statistics
 
-from bita.bench.suites import mt_bench
+from bita.bench.suites import load_prompts, mt_bench
 from bita.generate import stream_bita
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
@@ -33,11 +34,13 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--model", default="default")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--prompts-file", help="JSONL prompts as bench --prompts reads them (default: MT-Bench)")
     args = parser.parse_args()
     loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     adapter, _ = resolve_adapter(loaded, None)
     plan = plan_tree(loaded, adapter, "auto")
-    prompts = [encode_chat(loaded.tokenizer, list(p.messages)) for p in mt_bench()[:args.prompts]]
+    suite = load_prompts(None, args.prompts_file, None, None) if args.prompts_file else mt_bench()
+    prompts = [encode_chat(loaded.tokenizer, list(p.messages)) for p in suite[:args.prompts]]
 
     def run() -> tuple[list[float], list[float]]:
         host, passes = [], []

@@ -45,7 +45,7 @@ step() {
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
 step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
-step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK
+step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P
 step hfs16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,arf,bita --json-out $R/hfs16.json --markdown $R/hfs16.md
 step mt80-32 150 $B bench --model $G --device cuda --dtype float32 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-32.json --markdown $R/mt80-32.md
 step pc16 45 $B pass-cost --model $G --device cuda --dtype bfloat16 --json --repeats 10
