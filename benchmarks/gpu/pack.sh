@@ -26,6 +26,8 @@ with open(".gpu/c/mt80.jsonl", "w") as f:
         f.write(json.dumps({"id": p.id, "category": p.category, "messages": list(p.messages)}) + "\n")
 PY
 for part in a b c; do cp "$here/stage.sh" .gpu/$part/; done
+# the commit packed (a GPU machine's copy of .git may be an older one's)
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with uncommitted changes')" > .gpu/c/commit
 cp "$here/check.sh" "$here/random_llama.py" "$here/graphs_beside_compile.py" "$here/invariance_check.py" "$here/invariance_parts.py" "$here/loaded_on_gpu.py" .gpu/c/
 tree=$(git ls-files -co --exclude-standard | xargs -d '\n' du -cb 2>/dev/null | tail -1 | cut -f1)
 for part in a b c; do
