@@ -5,9 +5,9 @@
 Prints, for the default model on the GPU at hand:
 1. the runtime the load chose (build.choose_lean: the quickest row-invariant forward the probe proves, else the
    fastest shapes) and, for every forward a GPU may run (build.graphed_forwards: Triton's fixed-tile linears at
-   row buckets, one shape of 64 rows on cuBLAS, the fastest shapes), the probe (invariance.py) and the median
-   milliseconds of an AR pass and of an 8-row pass after 128 tokens; and those of the fastest shapes with
-   Triton's layer kernels (not probed);
+   row buckets, one shape of 64 rows on cuBLAS, the fastest shapes with Triton's layer kernels and with
+   transformers' operations), the probe (invariance.py) and the median milliseconds of an AR pass and of an
+   8-row pass after 128 tokens;
 2. what the one-shape design assumes of cuBLAS, tested directly: a linear of each of the model's shapes at 64
    rows gives a row the same bits whatever its index among them (a row at index 0 against the same row at other
    indices, among random rows); and, for contrast, whether a row alone gives the same bits as among 64.
@@ -16,10 +16,9 @@ import torch
 import torch.nn.functional as F
 from loaded_on_gpu import loaded_from_arguments
 
-from bita.runtime import triton_layer
 from bita.runtime.build import graphed_forwards
 from bita.runtime.invariance import probe_row_invariance
-from bita.runtime.padded import INVARIANT_ROWS, PaddedLean
+from bita.runtime.padded import INVARIANT_ROWS
 from bita.runtime.precision import pass_milliseconds
 from bita.runtime.runtime import Runtime
 
@@ -39,19 +38,6 @@ def same_row(weight: torch.Tensor, rows: int, generator: torch.Generator) -> tup
     return same, int(torch.equal(F.linear(x[:1], weight)[0], reference))
 
 
-class FastestWithTritonLayers(PaddedLean):
-    """The fastest shapes (SDPA, cuBLAS at row buckets) with triton_layer.py's elementwise kernels in place of
-    transformers' operations: which of the one-shape forward's two differences makes its AR pass quicker."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.ops = triton_layer
-
-    @property
-    def kind(self) -> str:  # its own recorded passes on a pooled buffer
-        return super().kind + "+triton-layers"
-
-
 def main() -> None:
     loaded = loaded_from_arguments(__doc__.splitlines()[0])
     runtime = loaded.runtime
@@ -68,9 +54,6 @@ def main() -> None:
             print(f"| {forward.kind} | failed: {error!r} | | |")
             continue
         print(f"| {forward.kind} | {probe} | {times['1 rows']:.3f} | {times['8 rows']:.3f} |")
-    times = pass_milliseconds(Runtime(loaded.model, FastestWithTritonLayers(lean, graphs=True), plan=runtime.plan))
-    print(f"| lean+graphs with Triton's layer kernels | not probed (timed only) | {times['1 rows']:.3f} | "
-          f"{times['8 rows']:.3f} |")
     generator = torch.Generator().manual_seed(0)
     _, qkv, out, _, gate_up, down = lean.layers[0]
     shapes = {"qkv": qkv.weight, "out": out.weight, "gate_up": gate_up.weight, "down": down.weight,

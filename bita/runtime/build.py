@@ -103,14 +103,15 @@ def rejected(model: nn.Module, candidate: Runtime, probe_file: Path | None) -> s
 def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
     """The CUDA-graph forwards a GPU tries: row-invariant passes (where Triton imports) with Triton's fixed-tile
     linears at row buckets (an AR pass at its own rows) and at one shape of ``INVARIANT_ROWS`` rows (cuBLAS), then
-    the fastest shapes (not row-invariant)."""
+    the fastest shapes (not row-invariant) with Triton's layer kernels, then with transformers' operations."""
     try:
-        invariant = [PaddedLean(lean, graphs=True, triton_linears=True),
-                     PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS)]
+        with_triton = [PaddedLean(lean, graphs=True, triton_linears=True),
+                       PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS),
+                       PaddedLean(lean, graphs=True, layer_kernels=True)]
     except ImportError as error:
         warnings.warn(f"Triton cannot be imported ({error}): passes on this GPU are not row-invariant", stacklevel=4)
-        invariant = []
-    return [*invariant, PaddedLean(lean, graphs=True)]
+        with_triton = []
+    return [*with_triton, PaddedLean(lean, graphs=True)]
 
 
 def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:

@@ -162,23 +162,29 @@ class PaddedLean:
       many rows too (``logit_rows``): cuBLAS at one shape for every pass, and an AR pass costs a tree pass's;
     - ``triton_linears``: fixed tiles. The linears and the LM head (``logit_head``) run triton_linear.py's
       kernel, whose sums do not depend on the row count, so passes keep their row buckets.
-    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with transformers' torch
-    operations and cuBLAS: the fastest shapes for an AR pass, and what a GPU without Triton runs."""
+    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with cuBLAS: the fastest
+    shapes for an AR pass, with Triton's layer kernels where ``layer_kernels`` (an H100's AR pass 1.9 ms, not 3.3
+    with transformers' ~25 elementwise operations a layer), else transformers' torch operations (what a GPU
+    without Triton runs)."""
 
     def __init__(self, lean: LeanLlama, graphs: bool,
                  capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0,
-                 triton_linears: bool = False):
+                 triton_linears: bool = False, layer_kernels: bool = False):
         self.lean, self.graphs, self.capture = lean, graphs, capture
         self.invariant_rows, self.triton_linears = invariant_rows, triton_linears
         self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
         self.exact_rows = bool(invariant_rows or triton_linears)  # every row attends in logical order
+        self.layer_kernels = layer_kernels or self.exact_rows  # a layer's elementwise work in Triton's kernels
         self.buckets = (invariant_rows,) if invariant_rows else ROW_BUCKETS
         self.logit_rows, self.logit_head = invariant_rows, None
         self.ops: LayerOps = TorchOps
         self.layers = lean.layers
-        if self.exact_rows:  # Triton: only where a runtime asks for invariant passes
-            from . import logical_attention, triton_layer
-            self.logical, self.ops = logical_attention, triton_layer
+        if self.layer_kernels:  # Triton: only where a runtime asks for its kernels
+            from . import triton_layer
+            self.ops = triton_layer
+        if self.exact_rows:
+            from . import logical_attention
+            self.logical = logical_attention
         if triton_linears:  # the same weights, on triton_linear.py's fixed tiles
             self.layers = [tuple(PlannedLinear(part.weight, part.bias, TRITON) if isinstance(part, PlannedLinear)
                                  else part for part in layer) for layer in lean.layers]
@@ -189,19 +195,21 @@ class PaddedLean:
     def kind(self) -> str:
         return "+".join(["lean", "graphs" if self.graphs else "padded",
                          *([f"invariant{self.invariant_rows}"] if self.invariant_rows else []),
-                         *(["triton-linears"] if self.triton_linears else [])])
+                         *(["triton-linears"] if self.triton_linears else []),
+                         *(["triton-layers"] if self.layer_kernels and not self.exact_rows else [])])
 
     def describe(self) -> str:
         shape = f"every pass at {self.invariant_rows} rows" if self.invariant_rows else "per row bucket"
         invariance = (", Triton's fixed-tile linears" if self.triton_linears else "") + (
-            ", attention in logical order (row-invariant)" if self.exact_rows else "")
+            ", attention in logical order (row-invariant)" if self.exact_rows else
+            ", Triton's layer kernels" if self.layer_kernels else "")
         return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} {shape}{invariance}"
 
     def fastest(self) -> PaddedLean:
-        """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA, transformers' operations and linears): our AR
-        loop's speed baseline where invariance costs an AR pass speed. It shares the lean forward and its cache
-        pool."""
-        return PaddedLean(self.lean, self.graphs, self.capture) if self.exact_rows else self
+        """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA, transformers' linears, Triton's layer kernels):
+        our AR loop's speed baseline where invariance costs an AR pass speed. It shares the lean forward and its
+        cache pool."""
+        return PaddedLean(self.lean, self.graphs, self.capture, layer_kernels=True) if self.exact_rows else self
 
     def grow_rotary(self, positions: int) -> None:
         """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the

@@ -88,21 +88,21 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
 
     monkeypatch.setattr(build, "LeanLlama", OnCuda)
     monkeypatch.setattr(build, "compare_with_transformers", lambda *args: wrong)
-    with pytest.warns(UserWarning) as caught:  # the row-invariant passes (two ways), then the fastest shapes
+    with pytest.warns(UserWarning) as caught:  # the row-invariant passes (two ways), then the fastest shapes (two)
         assert build.prepare(model).forward.kind == "transformers+exact"
     assert [str(w.message).split("): ")[-1] for w in caught] == [
-        "passed over", "passed over", "decoding runs transformers' path, slower"]
+        "passed over", "passed over", "passed over", "decoding runs transformers' path, slower"]
     assert all("disagree with transformers' forward" in str(w.message) for w in caught)
 
-    def invariant_kernels_fail(model, forward):  # Triton kernels that do not build on a GPU they never ran on
-        if forward.exact_rows:
+    def triton_kernels_fail(model, forward):  # Triton kernels that do not build on a GPU they never ran on
+        if forward.layer_kernels:
             raise RuntimeError("no kernel")
         return agreement
-    monkeypatch.setattr(build, "compare_with_transformers", invariant_kernels_fail)
+    monkeypatch.setattr(build, "compare_with_transformers", triton_kernels_fail)
     with pytest.warns(UserWarning) as caught:
         assert build.prepare(model).forward.kind == "lean+graphs"
     assert [str(w.message).split(" failed on this GPU ")[-1] for w in caught] == [
-        "(RuntimeError('no kernel')): passed over"] * 2
+        "(RuntimeError('no kernel')): passed over"] * 3
 
 
 def test_a_gpu_runs_the_quickest_row_invariant_passes_the_probe_proves(monkeypatch):
@@ -119,7 +119,8 @@ def test_a_gpu_runs_the_quickest_row_invariant_passes_the_probe_proves(monkeypat
     for verdicts, milliseconds, kind, warned in (({}, h100, one_shape, 0),
                                                  ({}, {tiles: {"1 rows": 1.0}, one_shape: {"1 rows": 2.0}}, tiles, 0),
                                                  ({tiles: fails}, {}, one_shape, 1),
-                                                 ({tiles: fails, one_shape: fails}, {}, "lean+graphs", 2)):
+                                                 ({tiles: fails, one_shape: fails}, {}, "lean+graphs+triton-layers",
+                                                  2)):
         monkeypatch.setattr(build, "checked_invariance", lambda runtime, path: verdicts.get(  # noqa: B023
             runtime.forward.kind, holds))
         monkeypatch.setattr(build, "checked_pass_milliseconds", lambda runtime, path: milliseconds[  # noqa: B023
@@ -327,6 +328,16 @@ def test_invariant_passes_are_proved_row_invariant(way, kind, buckets, dtype):
     fastest = runtime.fastest()
     assert fastest.forward.buckets == ROW_BUCKETS and fastest.forward.lean is runtime.forward.lean
     assert fastest.invariance is None and not fastest.forward.exact_rows and fastest.fastest() is fastest
+    assert fastest.forward.kind == "lean+padded+triton-layers"  # with the layer kernels the invariant passes run
+
+
+def test_the_fastest_shapes_with_triton_layer_kernels_agree_with_transformers():
+    """The fastest shapes (SDPA, cuBLAS at row buckets) with Triton's layer kernels in place of transformers'
+    operations: what a GPU runs where no row-invariant passes are proved, and our AR loop's fastest baseline."""
+    model = tiny_model("llama")
+    forward = PaddedLean(LeanLlama(model), graphs=False, layer_kernels=True)
+    assert not forward.exact_rows and forward.buckets == ROW_BUCKETS and "Triton's layer kernels" in forward.describe()
+    assert compare_with_transformers(model, forward).within(build.FP32_TOLERANCE)
 
 
 @pytest.mark.parametrize("arch, way", [(arch, "one-shape") for arch in LEAN_TYPES] + [("qwen2", "fixed-tiles")])
