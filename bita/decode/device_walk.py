@@ -160,10 +160,9 @@ def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, veri
                    decider: Decider | None = None) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
     """The verdict on a pass's candidates (``tree`` with ``tokens``: N ids, or [N] long on the logits' device; verified
     [1 + N, V] logits) and the top-``k`` drafts, tokens and probabilities [depth, k] on the host, of the mask group
-    anchored on the last accepted node
-    (every [G, depth, V] every group's logits; None: no groups; the drafts None where that node has no group),
-    judged on the logits' device by ``decider`` (None: ``default_decider``) and brought back in one copy (ids as
-    float64: exact)."""
+    anchored on the last accepted node (every [G, depth, V] every group's logits; None: no groups; the drafts None
+    where that node has no group), judged on the logits' device by ``decider`` (None: ``default_decider``) and
+    brought back in one copy (ids as float64: exact)."""
     device = verified.device
     tensors = tree_tensors(tree, device)
     chosen = chosen_tokens(verified, sampling, noise)

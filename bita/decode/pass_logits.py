@@ -75,16 +75,15 @@ def pass_logits(runtime: Runtime, hidden: torch.Tensor, layout: PassLayout, veri
 
 
 def judge(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
-          sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor | None = None
+          sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor
           ) -> tuple[Verification, Drafts | None]:
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
     pass: the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none.
-    On a GPU (``device_walk.on_device``) the walk runs there, on ``candidate_ids`` ([N] long, the candidates as the
-    pass was sent them; None: ``trie.tokens``), and its verdict and drafts come back in one copy."""
+    On a GPU (``device_walk.on_device``) the walk runs there, on ``candidate_ids`` ([N] long on the logits' device,
+    ``trie.tokens`` as the pass was sent them), and its verdict and drafts come back in one copy."""
     if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
-        ids = trie.tokens if candidate_ids is None else candidate_ids
-        verdict, drafts = walk_on_device(trie.tree, ids, logits.verified,
+        verdict, drafts = walk_on_device(trie.tree, candidate_ids, logits.verified,
                                          logits.every if tree.depth else None, tree.max_rank, sampling, noise)
         return verdict, Drafts(*drafts) if drafts is not None else None
     if sampling.greedy:
