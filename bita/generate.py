@@ -80,29 +80,34 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
                 tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
                 record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
                 ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None,
-                corpus: str | None = None, stop: StopCondition | None = None) -> Iterator[StepRecord]:
+                corpus: str | None = None, stop: StopCondition | None = None,
+                record_verdicts: bool = False) -> Iterator[StepRecord]:
     """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
     (greedy) or a Sampling: the tokens sampled AR (``stream_ar``) draws with the same seed and settings;
     ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers);
     ``stop``: when to stop, in place of the model's own (``make_stop`` with ``stop_strings``; bita/hf.py
-    stops where HF ``generate`` would)."""
+    stops where HF ``generate`` would); ``record_verdicts``: records carry what the verifier said of each
+    token (bita/decode/explain.py; off in runs timed against each other)."""
     sampling = check_sampling(sampling)
     plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling, corpus=corpus)
     if plan.tree is None:
-        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop)
+        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop, record_verdicts)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
     stop = stop or make_stop(loaded, max_new_tokens, stop_strings)
     return bita_steps(loaded.runtime, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
-                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths)
+                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths,
+                      record_verdicts=record_verdicts)
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
               stop_strings: tuple[str, ...] = (), sampling: Sampling | None = None,
-              stop: StopCondition | None = None) -> Iterator[StepRecord]:
-    """Validated AR step stream, greedy (``sampling`` None) or sampled; ``stop`` as in stream_bita."""
+              stop: StopCondition | None = None, record_verdicts: bool = False) -> Iterator[StepRecord]:
+    """Validated AR step stream, greedy (``sampling`` None) or sampled; ``stop`` and ``record_verdicts`` as in
+    stream_bita."""
     sampling = check_sampling(sampling)
     validate_request(loaded, prompt_ids, max_new_tokens)
-    return ar_steps(loaded.runtime, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling)
+    return ar_steps(loaded.runtime, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling,
+                    record_verdicts)
 
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:

@@ -5,7 +5,8 @@ not: a tree pass and an AR pass multiply different matrix shapes, rounding diffe
 two best logits are within rounding of each other the argmax may flip. So a half-precision run
 reports, for each output that differs from the reference, the first differing position and the
 reference's top-2 logit gap there, next to the gap that rounding alone can close: a divergence at
-a gap below that is a near tie, one above it a bug.
+a gap below that is a near tie, one above it a bug (the rule, shared with the app's and the CLI's
+verdicts, is bita/decode/explain.py's).
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from dataclasses import dataclass
 
 import torch
 
+from ..decode.explain import near_tie, rounding_gap
 from ..decode.verify import shared_prefix
 from ..model.loading import LoadedModel
-
-# Units in the last place at the top logit within which a flip is put down to rounding.
-NEAR_TIE_ULPS = 4
 
 
 @dataclass(frozen=True)
 class Divergence:
     position: int  # index of the first new token that differs
     gap: float  # the reference's top-1 minus top-2 logit there (fp32 read of the model's own-dtype pass)
-    rounding: float  # NEAR_TIE_ULPS units in the last place of the model's dtype at the top logit
+    rounding: float  # the gap rounding may close in the model's dtype at the top logit (``rounding_gap``)
 
     @property
     def near_tie(self) -> bool:
-        return self.gap <= self.rounding
+        return near_tie(self.gap, self.rounding)
 
 
 def first_difference(ours: list[int], reference: list[int]) -> int | None:
@@ -50,5 +49,4 @@ def divergence(loaded: LoadedModel, prompt_ids: list[int], ours: list[int], refe
     hidden = loaded.model.base_model(input_ids=ids).last_hidden_state[0, -1:]
     top = loaded.runtime.logits(hidden)[0].topk(2).values
     dtype = rounding_dtype or loaded.model.get_input_embeddings().weight.dtype
-    ulp = float(top[0].abs()) * torch.finfo(dtype).eps
-    return Divergence(position, float(top[0] - top[1]), NEAR_TIE_ULPS * ulp)
+    return Divergence(position, float(top[0] - top[1]), rounding_gap(float(top[0]), dtype))

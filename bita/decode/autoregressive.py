@@ -8,6 +8,7 @@ import torch
 
 from ..runtime.device import timed
 from ..runtime.runtime import Cache, Runtime
+from .explain import RowVerdict, row_verdicts
 from .records import StepRecord
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .step import new_cache
@@ -15,35 +16,39 @@ from .stopping import StopCondition
 
 
 @torch.inference_mode()
-def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampling,
-             noise: RaceNoise | None) -> tuple[int, float]:
+def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampling, noise: RaceNoise | None,
+             record_verdicts: bool) -> tuple[int, list[RowVerdict], float]:
     """Feed ``tokens`` after the cache; return the next token (argmax, or the race winner of p with
     ``noise``'s vector for its position: what ``torch.multinomial`` draws), causal over the cache, on the
-    runtime BiTA's passes run on, and the seconds of the pass and LM head alone."""
+    runtime BiTA's passes run on, what the verifier said of it (when ``record_verdicts``, else []), and the
+    seconds of the pass and LM head alone."""
     input_ids = torch.tensor(tokens, device=runtime.device)
     rows, cached = len(tokens), cache.get_seq_length()
     allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
     logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(runtime.run(
         cache, runtime.model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
-    return next_token(logits[0], sampling, noise, cached + rows), pass_seconds
+    token = next_token(logits[0], sampling, noise, cached + rows)
+    verdicts = row_verdicts(logits, [token], [[]], sampling, runtime.dtype) if record_verdicts else []
+    return token, verdicts, pass_seconds
 
 
-def ar_steps(runtime: Runtime, prompt_ids: list[int], stop: StopCondition,
-             sampling: Sampling = GREEDY) -> Iterator[StepRecord]:
+def ar_steps(runtime: Runtime, prompt_ids: list[int], stop: StopCondition, sampling: Sampling = GREEDY,
+             record_verdicts: bool = False) -> Iterator[StepRecord]:
     """AR generation with a KV cache on ``runtime``, one StepRecord (kind "ar") per forward pass; greedy, or
     sampled (bita/decode/sampling.py) with one race noise for this run seeded from ``sampling.seed``:
-    the draws of HF ``generate(do_sample=True)`` with that seed, one vector a token."""
+    the draws of HF ``generate(do_sample=True)`` with that seed, one vector a token. ``record_verdicts``:
+    records carry what the model's row said of each token (bita/decode/explain.py)."""
     cache = new_cache(runtime, rows=len(prompt_ids) + stop.max_new_tokens)  # untimed: graphs recorded here
     noise = sampling.noise(len(prompt_ids), runtime.device)
     feed, position, index, finish = list(prompt_ids), 0, 0, None
     try:
         while finish is None:
-            (token, pass_seconds), seconds = timed(runtime.device, lambda: _ar_pass(runtime, cache, feed, sampling,
-                                                                                     noise))
+            (token, verdicts, pass_seconds), seconds = timed(runtime.device, lambda: _ar_pass(
+                runtime, cache, feed, sampling, noise, record_verdicts))
             record = StepRecord(index=index, kind="ar", position=position + len(feed) - 1, root=feed[-1],
                                 rows=len(feed), bonus=token, seconds=seconds, pass_seconds=pass_seconds,
-                                sampled=not sampling.greedy)
-            record.emitted, record.finish = stop.take([token])
+                                sampled=not sampling.greedy, verdicts=verdicts)
+            record.emit(*stop.take([token]))
             finish = record.finish
             yield record
             position += len(feed)

@@ -9,6 +9,7 @@ import torch
 from ..drafts.sources import MASK
 from ..drafts.tree import ROOT, DraftTree, TreeNode
 from ..drafts.trie import NGRAM_RANK, PassTrie
+from .explain import RowVerdict
 from .masks import PassLayout, allowed_keys
 from .verify import Verification, walk
 
@@ -58,6 +59,8 @@ class StepRecord:
         sampling draws there with the same seed, bita/decode/verify.py); else both are argmaxes.
     attention: on request, bool [rows, P + C + rows] key visibility of each new row.
     row_kinds: on request, per new row "context" | "root" | "candidate" | "mask".
+    verdicts: on request, one per token of ``emitted``: what the verifier's row that chose it said
+        (bita/decode/explain.py); else empty.
     """
 
     index: int
@@ -77,6 +80,12 @@ class StepRecord:
     row_kinds: list[str] | None = None
     n_prompt: int = 0
     sampled: bool = False
+    verdicts: list[RowVerdict] = field(default_factory=list)
+
+    def emit(self, kept: list[int], finish: str | None) -> None:
+        """Set what this pass emits (``kept``: a prefix of ``accepted + [bonus]``, cut where generation ends)
+        and why it ends there (None: it goes on); the verdicts are cut alike."""
+        self.emitted, self.finish, self.verdicts = kept, finish, self.verdicts[:len(kept)]
 
     def draft_tree(self) -> DraftTree:
         """The shape of this pass's candidates: ``nodes`` without their tokens and statuses."""

@@ -25,6 +25,7 @@ from ..drafts.trie import GROUPS_NONE, build_trie
 from ..model.adapter import BitaAdapter
 from ..runtime.device import PassTimer, timed
 from ..runtime.runtime import Cache, Runtime
+from .explain import pass_verdicts, row_verdicts
 from .masks import PassLayout, allowed_keys, decode_layout
 from .pass_logits import Drafts, drafts_from, judge, pass_logits
 from .records import Candidates, StepRecord, attach_attention, tree_record
@@ -39,7 +40,8 @@ class Request:
     or a dynamic shape (a tree per pass); ``sampling``: greedy, or sampled with ``noise``'s race vectors by
     position (``coupling``: only a test changes it, to see a wrong one fail); ``ngram_groups``: where mask
     groups hang on nodes only a chain proposed (bita/drafts/trie.py); ``record_attention``: records carry
-    each pass's attention mask."""
+    each pass's attention mask; ``record_verdicts``: what the verifier said of each emitted token
+    (bita/decode/explain.py; off where runs are timed against each other)."""
 
     runtime: Runtime
     adapter: BitaAdapter
@@ -49,6 +51,7 @@ class Request:
     coupling: Coupling = per_position
     ngram_groups: str = GROUPS_NONE
     record_attention: bool = False
+    record_verdicts: bool = False
 
 
 @dataclass
@@ -126,6 +129,8 @@ def prefill(request: Request, prompt_ids: list[int], cache: Cache) -> tuple[Deco
                             bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
                             sampled=not request.sampling.greedy, pass_seconds=pass_seconds)
         attach_attention(record, layout, adapter.n_prompt, 0, request.record_attention)
+        if request.record_verdicts:
+            record.verdicts = row_verdicts(logits[:1], [bonus], [[]], request.sampling, runtime.dtype)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(runtime, run)
 
@@ -156,6 +161,9 @@ def tree_step(request: Request, state: DecodeState, index: int, ngram: Sequence[
                              n_prompt=adapter.n_prompt, sampled=not request.sampling.greedy)
         record.pass_seconds = timer.seconds()
         attach_attention(record, layout, adapter.n_prompt, length, request.record_attention)
+        if request.record_verdicts:
+            record.verdicts = pass_verdicts(logits.verified, trie.tree, trie.tokens, verdict, request.sampling,
+                                            runtime.dtype)
         return DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts), record
     return _timed_record(runtime, run)
 
@@ -169,24 +177,26 @@ def forget_emitted(noise: RaceNoise | None, state: DecodeState) -> None:
 def bita_steps(runtime: Runtime, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
                stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
                ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY, corpus: CorpusIndex | None = None,
-               corpus_tokens: int | Sequence[int] = 0, coupling: Coupling = per_position) -> Iterator[StepRecord]:
+               corpus_tokens: int | Sequence[int] = 0, coupling: Coupling = per_position,
+               record_verdicts: bool = False) -> Iterator[StepRecord]:
     """BiTA generation on ``runtime``, one StepRecord per forward pass, until ``stop`` says so.
 
-    ``tree``, ``record_attention``, ``ngram_groups``, ``sampling`` and ``coupling``: as ``Request`` keeps
-    them. ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many tokens looked up in
-    prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the chain of up to
-    that many tokens (or, a sequence, ``corpus_tokens[match length]``: a gate) that continued the
-    longest match of prompt + output's end in the corpus (bita/drafts/corpus.py). Sampled, the output
+    ``tree``, ``record_attention``, ``ngram_groups``, ``sampling``, ``coupling`` and ``record_verdicts``: as
+    ``Request`` keeps them. ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many
+    tokens looked up in prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the
+    chain of up to that many tokens (or, a sequence, ``corpus_tokens[match length]``: a gate) that continued
+    the longest match of prompt + output's end in the corpus (bita/drafts/corpus.py). Sampled, the output
     equals sampled AR's (``ar_steps``) with the same settings and seed: one race noise for this run,
     seeded from ``sampling.seed``, its vectors by position.
     """
     noise = sampling.noise(len(prompt_ids), runtime.device)
-    request = Request(runtime, adapter, tree, sampling, noise, coupling, ngram_groups, record_attention)
+    request = Request(runtime, adapter, tree, sampling, noise, coupling, ngram_groups, record_attention,
+                      record_verdicts)
     # made before the first timed pass, with room for the whole request: a pooled buffer records its graphs here
     cache = new_cache(runtime, adapter, len(prompt_ids) + stop.max_new_tokens)
     try:
         state, record = prefill(request, prompt_ids, cache)
-        record.emitted, record.finish = stop.take([record.bonus])
+        record.emit(*stop.take([record.bonus]))
         forget_emitted(noise, state)
         history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
         any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
@@ -196,7 +206,7 @@ def bita_steps(runtime: Runtime, adapter: BitaAdapter, prompt_ids: list[int], tr
             ngram = history.propose(ngram_tokens) if ngram_tokens else ()
             chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
             state, record = tree_step(request, state, index, ngram, chain)
-            record.emitted, record.finish = stop.take(record.accepted + [record.bonus])
+            record.emit(*stop.take(record.accepted + [record.bonus]))
             forget_emitted(noise, state)
             history.extend(record.accepted + [record.bonus])
             index += 1

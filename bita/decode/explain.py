@@ -1,0 +1,133 @@
+"""What the verifier said about each emitted token: the top-k of the row that chose it, the runner-up, the
+entropy, the drafts it turned down there, and whether the choice was a near tie. Pure: logits in, verdicts out.
+
+Every emitted token is chosen at one verified row: the root's row chooses the first, each accepted node's row
+the next (the last one chose the bonus). A row's distribution is the one the token was chosen from: greedy,
+the softmax of the raw logits (the token is its argmax); sampled, the warped target distribution AR draws from
+(``target_probs``, bita/decode/sampling.py; the token is the race winner, not always the likeliest), with the
+raw softmax beside it.
+
+A **near tie** is the one rule the benchmarks use where two outputs part (bita/bench/divergence.py): the
+chosen token's and the runner-up's logits are within NEAR_TIE_ULPS units in the last place of the model's
+dtype at the top logit, so rounding alone (another kernel, another arithmetic) could swap them. In fp32
+that is a gap of about 1e-5 (practically never); in bf16 about 0.6 at a top logit of 20.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..drafts.tree import ROOT, DraftTree
+from .sampling import Sampling, target_probs
+from .verify import Verification
+
+TOP_K = 5  # alternatives kept per row
+NEAR_TIE_ULPS = 4  # units in the last place at the top logit within which an order is put down to rounding
+
+
+def rounding_gap(top_logit: float, dtype: torch.dtype) -> float:
+    """The logit gap rounding alone may close at ``top_logit`` in ``dtype``: NEAR_TIE_ULPS units in the last place."""
+    return NEAR_TIE_ULPS * abs(top_logit) * torch.finfo(dtype).eps
+
+
+def near_tie(gap: float, rounding: float) -> bool:
+    """Whether two logits ``gap`` apart are a near tie where rounding may close ``rounding`` (``rounding_gap``)."""
+    return abs(gap) <= rounding
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One token at one verified row: its raw logit, its probability in the distribution the row's token was
+    chosen from (``prob``), and in the softmax of the raw logits (``raw_prob``; the same when greedy)."""
+
+    token: int
+    logit: float
+    prob: float
+    raw_prob: float
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """The verifier's row that chose one emitted token.
+
+    chosen: the emitted token. top: the TOP_K highest logits, best first (the chosen token among them when
+    greedy). rejected: the drafts checked at this row and turned down, in the order the walk tried them (the
+    drafts that lost to the bonus, or the siblings of the accepted draft). entropy: nats, of the distribution
+    the token was chosen from. rounding: the logit gap rounding may close here (``rounding_gap``).
+    """
+
+    chosen: Alternative
+    top: tuple[Alternative, ...]
+    rejected: tuple[Alternative, ...]
+    entropy: float
+    rounding: float
+
+    @property
+    def runner_up(self) -> Alternative:
+        """The likeliest token other than the chosen one."""
+        return next(a for a in self.top if a.token != self.chosen.token)
+
+    @property
+    def logit_margin(self) -> float:
+        """Chosen minus runner-up logit (negative where a sample drew a less likely token)."""
+        return self.chosen.logit - self.runner_up.logit
+
+    @property
+    def prob_margin(self) -> float:
+        """Chosen minus runner-up probability, in the distribution the token was chosen from."""
+        return self.chosen.prob - self.runner_up.prob
+
+    @property
+    def near_tie(self) -> bool:
+        return near_tie(self.logit_margin, self.rounding)
+
+
+def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence[Sequence[int]],
+                 sampling: Sampling, dtype: torch.dtype) -> list[RowVerdict]:
+    """[E] verdicts of E verified rows, from their logits [E, V] (any device), the token each chose [E], and
+    the drafts each turned down ([E] lists of token ids); ``sampling`` says which distribution chose them,
+    ``dtype`` is the model's (for the near-tie rule). One top-k, one copy back (``tolist``)."""
+    raw = logits.float()
+    raw_probs = torch.softmax(raw, -1)
+    probs = raw_probs if sampling.greedy else target_probs(raw, sampling)
+    k, width = min(TOP_K, raw.shape[-1]), max(map(len, rejected), default=0)
+    asked = [[token, *drafts, *[token] * (width - len(drafts))] for token, drafts in zip(chosen, rejected)]
+    columns = torch.cat([raw.topk(k, -1).indices, torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
+    values = torch.stack([columns.double()] + [table.gather(1, columns).double() for table in (raw, probs, raw_probs)])
+    packed = torch.cat([values.flatten(), torch.special.entr(probs).sum(-1).double()]).tolist()  # [4, E, C], [E]
+    kinds, rows, size = values.shape
+    verdicts = []
+    for e, drafts in enumerate(rejected):
+        ids, logit_row, prob_row, raw_row = (packed[(t * rows + e) * size:(t * rows + e + 1) * size]
+                                             for t in range(kinds))
+        found = [Alternative(int(i), logit, prob, raw_prob)
+                 for i, logit, prob, raw_prob in zip(ids, logit_row, prob_row, raw_row)]
+        verdicts.append(RowVerdict(found[k], tuple(found[:k]), tuple(found[k + 1:k + 1 + len(drafts)]),
+                                   packed[kinds * rows * size + e], rounding_gap(found[0].logit, dtype)))
+    return verdicts
+
+
+def emitting_rows(tree: DraftTree, accepted: Sequence[int]) -> tuple[list[int], list[list[int]]]:
+    """The verified rows that chose a pass's tokens, in order (0: the root's; 1 + i: node i's), one per
+    accepted node plus the bonus's, and per row the nodes checked there and turned down (its children other
+    than the accepted one, in rank order; nodes below a rejected draft were never checked)."""
+    parents = [ROOT, *accepted]
+    taken = [*accepted, None]
+    rows = [0 if parent == ROOT else 1 + parent for parent in parents]
+    turned_down = [[c for c in tree.children.get(parent, ()) if c != next_node]
+                   for parent, next_node in zip(parents, taken)]
+    return rows, turned_down
+
+
+def pass_verdicts(verified: torch.Tensor, tree: DraftTree, tokens: Sequence[int], verdict: Verification,
+                  sampling: Sampling, dtype: torch.dtype) -> list[RowVerdict]:
+    """A tree pass's verdicts, one per token of accepted + [bonus]: from its verified logits [1 + N, V] (the
+    root's row, then each node's), its tree of N nodes with their ``tokens`` [N], and its ``verdict``."""
+    rows, turned_down = emitting_rows(tree, verdict.accepted)
+    chosen = [tokens[i] for i in verdict.accepted] + [verdict.bonus]
+    index = torch.tensor(rows).to(verified.device)
+    return row_verdicts(verified.index_select(0, index), chosen, [[tokens[c] for c in row] for row in turned_down],
+                        sampling, dtype)
