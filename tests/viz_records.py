@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from bita.decode.explain import Alternative, RowVerdict
 from bita.decode.masks import decode_layout
 from bita.decode.records import ACCEPTED, REJECTED, DraftNode, StepRecord
 from bita.decode.step import attach_attention
@@ -77,3 +80,25 @@ def generation() -> list[StepRecord]:
 def long_record() -> StepRecord:
     """A pass after 300 cached tokens with efficient:5,4,3 and 4 masks: 1 + 12 + 13 * 4 = 65 rows."""
     return tree_record(7, "efficient:5,4,3", 3, list(range(1, 13)), accepted=[0], bonus=2, position=300, n_masks=4)
+
+
+def verdict(chosen: int, prob: float, runner_up: int, runner_prob: float, rejected: tuple = (),
+            near_tie: bool = False, sampled_raw: float | None = None) -> RowVerdict:
+    """A hand-made verdict: ``chosen`` at ``prob`` and ``runner_up`` at ``runner_prob`` (the likelier first,
+    logits their logs, a near tie where ``near_tie``), ``rejected`` drafts as (token, prob); raw softmax
+    ``sampled_raw`` for the chosen token where sampled (else its prob)."""
+    picked = Alternative(chosen, math.log(prob), prob, prob if sampled_raw is None else sampled_raw)
+    other = Alternative(runner_up, math.log(runner_prob), runner_prob, runner_prob)
+    top = (picked, other) if prob >= runner_prob else (other, picked)
+    return RowVerdict(picked, top, tuple(Alternative(t, math.log(p), p, p) for t, p in rejected), 1.25,
+                      0.2 if near_tie else 0.0)
+
+
+def with_verdicts() -> StepRecord:
+    """generation()[1] with its three rows' verdicts: '.' 62 % (turned down ' x', '&'), '↵' 41 % over ' hat'
+    38 %, a near tie (turned down ' dog'), the bonus '<script>' 50 % (turned down ' a' 30 %)."""
+    record = generation()[1]
+    record.verdicts = [verdict(7, 0.62, 14, 0.2, ((14, 0.2), (15, 0.01))),
+                       verdict(8, 0.41, 12, 0.38, ((10, 0.05),), near_tie=True),
+                       verdict(9, 0.5, 11, 0.3, ((11, 0.3),))]
+    return record

@@ -5,7 +5,8 @@ Algorithm 1 walks the draft tree from the root: at each depth the model's own ne
 there; a match is accepted and the walk goes on below it, otherwise the model's token is the
 pass's bonus and the walk ends. A sampled pass (``record.sampled``) walks the same way, but each
 candidate is tried against the model's distribution and accepted with its probability, and the
-bonus is drawn (bita/decode/verify.py). Pure: the record and a token decoder in, Markdown lines out.
+bonus is drawn (bita/decode/verify.py). Under the sentences, the drafts the pass's masks made for the
+next pass, as a table. Pure: the record and a token decoder in, Markdown out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from bita.decode.records import DraftNode, StepRecord
 from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
+from .verdicts import percent
 
 
 def quoted(decode: Decode, token: int) -> str:
@@ -85,3 +87,19 @@ def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
             steps.append(f"{lead} the bonus {quoted(decode, record.bonus)}"
                          + (f"; the candidates {lost} lost." if lost else "."))
     return steps + [total(record, "the bonus") + ", the tokens AR sampling draws with this seed."]
+
+
+def next_drafts_table(record: StepRecord, decode: Decode) -> str:
+    """The mask group's drafts for the next pass as a Markdown table, one row per depth (depth d: the d-th
+    token after the bonus), each draft with its probability, best first; '' where the pass drafted none."""
+    if not record.next_drafts:
+        return ""
+    ranks = max(len(drafts) for drafts in record.next_drafts)
+    def cell(token: int, prob: float) -> str:
+        return f"{quoted(decode, token)} {percent(prob)}".replace("|", "&#124;")  # a '|' would split the cell
+
+    rows = [f"| {depth} | " + " | ".join(cell(token, prob) for token, prob in drafts) + " |"
+            for depth, drafts in enumerate(record.next_drafts, start=1)]
+    return "\n".join([f"The masks after {quoted(decode, record.bonus)} drafted the next pass's candidates:", "",
+                      "| depth | " + " | ".join(f"rank {rank}" for rank in range(ranks)) + " |",
+                      "|---" * (ranks + 1) + "|", *rows])

@@ -13,6 +13,7 @@ ROOT_COLOR = "#4a4a4a"
 SOURCE_SYMBOLS = {"mask": "circle", "ngram": "diamond", "corpus": "star"}
 JOINT_SYMBOL = "square"
 CORPUS_COLOR = "#d9730d"
+NEAR_TIE_COLOR = "#d62728"  # the dashed outline of a token chosen at a near tie
 
 # Attention heatmap cells: 0 = blocked, else 1 + the index of the key column's kind here.
 KEY_KINDS = ("prompt", "cached", "context", "root", "candidate", "mask")

@@ -120,7 +120,7 @@ class ModelHandlers:
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
-        message box, inspected answer, 4 pass views, 3 answer figures); the last 8 only at the end."""
+        message box, inspected answer, 5 pass views, 3 answer figures); the last 9 only at the end."""
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
@@ -130,7 +130,7 @@ class ModelHandlers:
         with shown_on_page():
             steps = engine.thread.call(stream_bita, engine.loaded, request.adapter, turn.prompt_ids,
                                        request.max_new_tokens, request.plan, record_attention=True,
-                                       sampling=request.sampling)
+                                       sampling=request.sampling, record_verdicts=True)
         updated = Conversation(messages, conversation.turns + [turn])
         earlier = conversation.shown(engine.decode)  # rendered once; each update renders only the new turn
 
@@ -146,7 +146,7 @@ class ModelHandlers:
 
         for _ in throttled(progress(), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield *answer_view(), updated, "", *([gr.skip()] * 8)
+            yield *answer_view(), updated, "", *([gr.skip()] * 9)
         shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
         yield (*answer_view(), updated, "", -1, *self.inspector.pass_views(updated, -1, shown),

@@ -1,17 +1,18 @@
 """The inspector: one forward pass of an answer at a time, and the handlers that move it.
 
-Each view is (pass slider, draft tree figure, the pass's verification in sentences, attention
-figure). The handlers read the session's ``Conversation`` and which answer is inspected
-(``turn_index``; -1: the last).
+Each view is (pass slider, draft tree figure, the pass's verification in sentences with the next
+pass's drafts, attention figure, the top alternatives of one of its tokens). The handlers read the
+session's ``Conversation`` and which answer is inspected (``turn_index``; -1: the last).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
+from viz.alternatives import alternatives_figure
 from viz.attention import attention_figure
 from viz.draft_tree import draft_tree_figure
-from viz.explain import verification_steps
+from viz.explain import next_drafts_table, verification_steps
 from viz.notice import notice_figure
 
 from .engine import Engine
@@ -25,12 +26,13 @@ class Inspector:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def pass_views(self, conversation: Conversation, turn_index: int, index: int) -> tuple:
-        """The views of pass ``index`` (clamped to the answer's passes) of answer ``turn_index``."""
+    def pass_views(self, conversation: Conversation, turn_index: int, index: int, slot: int = -1) -> tuple:
+        """The views of pass ``index`` (clamped to the answer's passes) of answer ``turn_index``; the
+        alternatives are those of its token ``slot`` (-1: its last)."""
         turns = conversation.turns
         if not turns or not turns[turn_index].records:
             empty = notice_figure("Send a message: each forward pass of the answer shows here.")
-            return gr.skip(), empty, "", empty
+            return gr.skip(), empty, "", empty, empty
         turn = turns[turn_index]
         last = len(turn.records) - 1
         index = max(0, min(int(index), last))
@@ -38,19 +40,22 @@ class Inspector:
         slider = gr.Slider(minimum=0, maximum=max(1, last), value=index, step=1, interactive=last > 0,
                            label=f"forward pass of answer {turn_index % len(turns) + 1}")
         tree = draft_tree_figure(record, self.engine.decode)
-        story = f"**Pass {record.index}**\n\n" + "\n\n".join(verification_steps(record, self.engine.decode))
+        decode = self.engine.decode
+        parts = [f"**Pass {record.index}**", *verification_steps(record, decode), next_drafts_table(record, decode)]
+        story = "\n\n".join(part for part in parts if part)
+        alternatives = alternatives_figure(record, slot, decode)
         if record.attention is None:
             return slider, tree, story, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal "
-                                                      "attention.")
-        return slider, tree, story, attention_figure(record, self.engine.decode, turn.context(index))
+                                                      "attention."), alternatives
+        return slider, tree, story, attention_figure(record, decode, turn.context(index)), alternatives
 
     def picked_token(self, picked: str, conversation: Conversation) -> tuple:
-        """A click on a chat token ("turn:pass:time" from assets/app.js): (inspected answer, that
-        answer's pass views)."""
-        turn_index, index = (int(part) for part in picked.split(":")[:2])
+        """A click on a chat token ("turn:pass:slot:time" from assets/app.js): (inspected answer, the views
+        of that answer's pass, with the alternatives of the clicked token)."""
+        turn_index, index, slot = (int(part) for part in picked.split(":")[:3])
         if turn_index >= len(conversation.turns):
-            return (gr.skip(),) * 5
-        return turn_index, *self.pass_views(conversation, turn_index, index)
+            return (gr.skip(),) * 6
+        return turn_index, *self.pass_views(conversation, turn_index, index, slot)
 
     def stepped(self, by: int):
         """A handler of (slider value, conversation, inspected answer): the views ``by`` passes on."""
