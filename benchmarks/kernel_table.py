@@ -1,6 +1,7 @@
 """The kernel table of this machine: median ms of each linear path (stock ``F.linear``, a weight
-transposed once, oneDNN-packed, native where it builds) for the loaded model's weights at each timed row
-count, the layers' linears all in sequence and the LM head alone, and the plan ``--kernels auto`` takes from it.
+transposed once, oneDNN-packed, native where it builds) on the products the loaded model's forward runs (the
+lean forward's fused ones) at each timed row count, as passes run them (padded to the path's row floor, printed
+beside it), the layers' products all in sequence and the LM head alone, and the plan ``--kernels auto`` takes.
 
     PYTHONPATH=. .venv/bin/python benchmarks/kernel_table.py [--model default] [--dtype bfloat16]
 """
@@ -15,7 +16,9 @@ from bita.runtime.kernel_plan import (
     kernel_times,
     offered_paths,
     plan_from,
+    products_of,
 )
+from bita.runtime.kernels import run_products
 
 
 def main() -> None:
@@ -25,13 +28,16 @@ def main() -> None:
     args = parser.parse_args()
     loaded = load_model(args.model, device="cpu", dtype=args.dtype, kernels="stock")
     head = loaded.model.get_output_embeddings()
-    layers = [m for m in loaded.model.modules() if type(m).__name__ == "Linear" and m is not head]
+    layers = run_products(loaded.model, [m for m in loaded.model.modules()
+                                         if type(m).__name__ == "Linear" and m is not head])
     paths = offered_paths(head.weight, None)
-    times = kernel_times(layers, head, paths)
-    print(f"{loaded.name}, {describe_device(loaded.device)}: {len(layers)} layer linears + the LM head; "
-          "median ms of 5 interleaved rounds\n")
+    times = kernel_times(layers, products_of([head])[0], paths)
+    print(f"{loaded.name}, {describe_device(loaded.device)}: {len(layers)} layer products + the LM head; "
+          "median ms of 5 rounds, a path's row counts interleaved, padded to its floor\n")
     for name in ("layers", "head"):
-        print(f"| {name}: rows | " + " | ".join(paths) + " | fastest |\n|---:|" + "---:|" * (len(paths) + 1))
+        floors = times["floors"][name]
+        print(f"| {name}: rows | " + " | ".join(f"{p} (floor {floors[p]})" for p in paths) + " | fastest |\n|---:|"
+              + "---:|" * (len(paths) + 1))
         for rows, row in zip(times["rows"], times[name]):
             print(f"| {rows} | " + " | ".join(f"{1000 * row[p]:.1f}" for p in paths) + f" | {min(row, key=row.get)} |")
         print()

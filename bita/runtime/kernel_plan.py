@@ -1,31 +1,34 @@
 """Which linear kernel runs a model's frozen linears on this machine, chosen by measuring it once.
 
-Three paths that torch ships, and our own, compute ``x @ W.T + b`` for a frozen weight W [out, in]:
+Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a frozen weight W [out, in]:
 
 - STOCK: ``F.linear(x, W, b)``, what transformers runs;
 - TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
 - PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``);
-- NATIVE: W packed once into native.py's tiles of 32 outputs (row-invariant by construction), where it builds.
+- NATIVE: W packed once into native.py's tiles of 32 outputs (row-invariant by construction), where it builds;
+- TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
+  padded.py, never timed here).
 
 Which is fastest depends on the CPU and on the rows (measured on 2-vCPU machines of one workplace: on an
 AMD EPYC with AVX2 PACKED won at every row count, and on an AMD EPYC of family 25 model 17 with AVX-512
 too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
-and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here on the model's
-own weights at each of
-``TIMED_ROWS`` rows: all the layers' linears one after the other (as a pass streams them from memory,
-cold), and the LM head alone; ``plan_from`` keeps one path for the layers and one for the head, each the
-fastest summed over a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by
-``MIN_GAIN``. One path whatever the row count: a row must not round differently because of how many
-rows share its pass (docs/method.md). A path may still round one row (or a few) otherwise than the same
-row among others; ``row_floor`` measures the fewest rows from which it does not, and a linear pads a
-smaller pass to that floor.
+and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here as passes run
+them: on the products the forward really runs (the lean forward's fused QKV and gate/up weights,
+``Product``), each through ``PlannedLinear``, so a pass of fewer rows than a path's floor is timed padded
+to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass); all the layers' products
+one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of
+``TIMED_ROWS`` rows, one path at a time (its copies made, timed, dropped: at most one copy of the weights
+beside them). ``plan_from`` keeps one path for the layers and one for the head, each the fastest summed over
+a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by ``MIN_GAIN``. One path
+whatever the row count: a row must not round differently because of how many rows share its pass
+(docs/method.md).
 
 ``cached_plan`` keeps plans in a JSON table (measured.py), keyed by CPU model, ISA flags, threads, torch
-version, dtype, weight shapes and the paths offered (``plan_key``), with the times they were chosen from. A plan timed while
-the machine was busy (a test suite, a Space's first start) can be wrong for an idle one, so a cached plan
-is checked once per process against a quick probe at ``PROBE_ROWS`` and timed again, saying so, where
-the probe finds its path clearly slower.
-"""
+version, dtype, the products' shapes and the paths offered (``plan_key``), with the times and floors they
+were chosen from. A plan timed while the machine was busy (a test suite, a Space's first start) can be wrong
+for an idle one, so a cached plan is checked once per process against a quick probe at ``PROBE_ROWS``
+(priced the same way, padded to each path's floor) and timed again, saying so, where the probe finds its
+path clearly slower."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import hashlib
 import logging
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +56,7 @@ TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
 REPEATS = 5
-PLAN_VERSION = "v2"  # v2: one path for every row count (v2 entries stored it once per row bucket: still read)
+PLAN_VERSION = "v3"  # v3: priced as passes run (fused products, padded to each path's floor)
 MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
 PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
@@ -63,6 +66,7 @@ _said: set[str] = set()  # why the native path cannot run, said once a process
 logger = logging.getLogger(__name__)
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
+Product = tuple[torch.Tensor, "torch.Tensor | None"]  # a frozen weight [out, in] and its bias [out] (or None), as a pass runs it
 
 
 @dataclass(frozen=True)
@@ -78,15 +82,10 @@ class KernelPlan:
 
     @classmethod
     def from_entry(cls, entry: dict) -> KernelPlan:
-        """A plan as ``cached_plan`` stores it; a v2 entry's list of one path per row bucket is read as
-        that path (ValueError where the list mixes paths or names an unknown one)."""
-        def one(stored) -> str:
-            paths = {stored} if isinstance(stored, str) else set(stored)
-            if len(paths) != 1 or not paths <= set(PATHS):
-                raise ValueError(f"not one known path: {stored!r}")
-            return paths.pop()
-
-        return cls(one(entry["layers"]), one(entry["head"]))
+        """A plan as ``cached_plan`` stores it (ValueError where it names an unknown path)."""
+        if entry["layers"] not in PATHS or entry["head"] not in PATHS:
+            raise ValueError(f"not known paths: {entry['layers']!r}, {entry['head']!r}")
+        return cls(entry["layers"], entry["head"])
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor | None:
@@ -185,9 +184,9 @@ def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, copy: 
     return _floors[key]
 
 
-def _median_seconds(runs: dict[str, Callable[[], object]], repeats: int = REPEATS) -> dict[str, float]:
+def _median_seconds(runs: dict, repeats: int = REPEATS) -> dict:
     """Median wall seconds of each run, interleaved ``repeats`` times after one warm-up round."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
+    times: dict = {name: [] for name in runs}
     for round_index in range(repeats + 1):
         for name, run in runs.items():
             started = time.perf_counter()
@@ -202,35 +201,37 @@ def _fastest(seconds: dict[str, float]) -> str:
     return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
 
 
-def _first_weight(layers: list[nn.Linear], head: nn.Linear | None) -> torch.Tensor:
-    return layers[0].weight if layers else head.weight
+def products_of(modules: Sequence[nn.Linear]) -> list[Product]:
+    """Each module's weight [out, in] and bias: the products a forward that runs the modules one by one runs."""
+    return [(module.weight, module.bias) for module in modules]
 
 
 @torch.inference_mode()
-def kernel_times(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None,
-                 rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> dict[str, list]:
-    """Median seconds of each path on these weights at each of ``rows`` rows over ``repeats`` rounds:
-    {"rows": [...], "layers": [per row count {path: seconds}], "head": [...]}; "layers" runs all of them
-    one after the other ({} where there is no weight: a model without a separate head)."""
-    paths = paths or offered_paths(_first_weight(layers, head))
-
-    def copies(module):
-        return module.weight, module.bias, {path: weight_copy(path, module.weight) for path in paths}
-
-    stacks = {"layers": [copies(m) for m in layers], "head": [copies(head)] if head is not None else []}
-    times: dict[str, list] = {"rows": list(rows), **{name: [] for name in stacks}}
-    for count in tqdm(rows, desc="timing this CPU's kernels once (cached)", unit="row count",
-                      disable=len(layers) < MIN_LAYERS_FOR_PROGRESS or tuple(rows) == PROBE_ROWS):
-        for name, stack in stacks.items():
-            inputs = {}
-            for weight, *_ in stack:
-                inputs.setdefault(weight.shape[1], torch.randn(count, weight.shape[1], dtype=weight.dtype))
-
-            def run(path, stack=stack, inputs=inputs):
-                return [run_path(path, inputs[w.shape[1]], w, b, copy[path]) for w, b, copy in stack]
-
-            runs = {path: (lambda p=path: run(p)) for path in paths}
-            times[name].append(_median_seconds(runs, repeats) if stack else {})
+def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None,
+                 rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> dict:
+    """Median seconds of each path at each of ``rows`` rows over ``repeats`` rounds, as passes run them: through
+    ``PlannedLinear`` (a pass below the path's floor padded to it) on the products the forward runs (``layers``
+    one after the other, ``head`` alone). One path at a time: its copies are made, timed and dropped.
+    {"rows": [...], "layers": [per row count {path: seconds}], "head": [...], "floors": {"layers": {path: the
+    highest floor among the layers}, "head": {...}}}; {} and no floors where there is no weight."""
+    stacks = {"layers": list(layers), "head": [head] if head is not None else []}
+    paths = paths or offered_paths(stacks["layers"][0][0] if layers else head[0])
+    times: dict = {"rows": list(rows), **{name: [{} for _ in rows] for name in stacks},
+                   "floors": {name: {} for name in stacks}}
+    quiet = len(layers) < MIN_LAYERS_FOR_PROGRESS or tuple(rows) == PROBE_ROWS
+    for path in tqdm(paths, desc="timing this CPU's kernels once (cached)", unit="path", disable=quiet):
+        for name, products in stacks.items():
+            if not products:
+                continue
+            planned = [PlannedLinear(weight, bias, path) for weight, bias in products]
+            times["floors"][name][path] = max(linear.floor for linear in planned)
+            inputs = {count: {weight.shape[1]: torch.randn(count, weight.shape[1], dtype=weight.dtype)
+                              for weight, _ in products} for count in rows}
+            seconds = _median_seconds({count: lambda count=count: [linear(inputs[count][linear.weight.shape[1]])
+                                                                   for linear in planned] for count in rows}, repeats)
+            for index, count in enumerate(rows):
+                times[name][index][path] = seconds[count]
+            del planned  # this path's copies go before the next path's are made
     return times
 
 
@@ -243,7 +244,8 @@ def _summed(times: dict[str, list], name: str, rows: Sequence[int]) -> dict[str,
 
 def plan_from(times: dict[str, list]) -> KernelPlan:
     """The fastest path for the layers and for the head over a decoding pass's row counts (``DECODE_ROWS``,
-    summed) in a ``kernel_times`` table (STOCK where there was no weight)."""
+    summed, each as passes run it: padded to the path's floor) in a ``kernel_times`` table (STOCK where
+    there was no weight)."""
     def fastest(name: str) -> str:
         totals = _summed(times, name, DECODE_ROWS)
         return _fastest(totals) if totals else STOCK
@@ -251,7 +253,7 @@ def plan_from(times: dict[str, list]) -> KernelPlan:
     return KernelPlan(fastest("layers"), fastest("head"))
 
 
-def measure_plan(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None) -> KernelPlan:
+def measure_plan(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None) -> KernelPlan:
     return plan_from(kernel_times(layers, head, paths))
 
 
@@ -270,22 +272,22 @@ def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
     return None
 
 
-def plan_key(layers: list[nn.Linear], head: nn.Linear | None, paths: Sequence[str] | None = None) -> str:
+def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None) -> str:
     """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
-    torch's version, the dtype, the weights' shapes and the paths it chose among."""
-    shapes = sorted({tuple(m.weight.shape) for m in layers}) + ([tuple(head.weight.shape)] if head else [])
-    weights = _first_weight(layers, head)
-    paths = paths or offered_paths(weights)
+    torch's version, the dtype, the products' shapes and the paths it chose among."""
+    shapes = sorted({tuple(weight.shape) for weight, _ in layers}) + ([tuple(head[0].shape)] if head else [])
+    weight = layers[0][0] if layers else head[0]
+    paths = paths or offered_paths(weight)
     digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
-    return "|".join([describe_cpu(), torch.__version__, str(weights.dtype), digest, "+".join(paths), PLAN_VERSION])
+    return "|".join([describe_cpu(), torch.__version__, str(weight.dtype), digest, "+".join(paths), PLAN_VERSION])
 
 
-def cached_plan(path: Path | None, layers: list[nn.Linear], head: nn.Linear | None,
+def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | None,
                 paths: Sequence[str] | None = None) -> KernelPlan:
-    """The plan for these weights on this machine: read from the JSON table ``path`` (checked against a
+    """The plan for these products on this machine: read from the JSON table ``path`` (checked against a
     probe once per process, ``probe_disagrees``), or measured over ``paths`` and stored there with its
     times (also where the entry is unreadable or the probe disagrees). ``path`` None: measured, not kept."""
-    paths = paths or offered_paths(_first_weight(layers, head))
+    paths = paths or offered_paths(layers[0][0] if layers else head[0])
 
     def measure() -> dict:
         times = kernel_times(layers, head, paths)

@@ -31,10 +31,13 @@ from .kernel_plan import (
     STOCK,
     KernelPlan,
     PlannedLinear,
+    Product,
     cached_plan,
     measure_plan,
     offered_paths,
+    products_of,
 )
+from .lean_llama import fused_groups, fused_product, lean_unsupported
 
 KERNELS = ("auto", "stock")
 NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine
@@ -46,15 +49,19 @@ KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the on
 
 class PlannedForward:
     """An ``nn.Linear``'s forward on its planned path: x [..., in] -> [..., out]; ``F.linear`` on the
-    original weight where autograd needs it, and off the CPU."""
+    original weight where autograd needs it, and off the CPU. The path's copy of the weight is made at the
+    first call that runs it: a model whose passes run the lean forward (its own fused copies) never makes
+    one, so it holds each weight once beside the copy its forward reads."""
 
     def __init__(self, module: nn.Linear, path: str):
-        self.module, self.planned = module, PlannedLinear(module.weight, module.bias, path)
+        self.module, self.path, self.planned = module, path, None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.module.weight
         if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
             return F.linear(x, weight, self.module.bias)
+        if self.planned is None:
+            self.planned = PlannedLinear(weight, self.module.bias, self.path)
         return self.planned(x)
 
 
@@ -81,14 +88,26 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     if kernels == STOCK or not linears:
         return None, False
     head = head if head in linears else None
-    layers = [m for m in linears if m is not head]
     if plan is None:
+        layers = run_products(model, [m for m in linears if m is not head])
+        head_product = products_of([head])[0] if head is not None else None
         paths = offered_paths(linears[0].weight, plan_file.parent / NATIVE_FOLDER if plan_file else None)
-        plan = cached_plan(plan_file, layers, head, paths) if plan_file else measure_plan(layers, head, paths)
+        plan = cached_plan(plan_file, layers, head_product, paths) if plan_file \
+            else measure_plan(layers, head_product, paths)
     for module in linears:
         module.forward = PlannedForward(module, plan.head if module is head else plan.layers)
     use_exact_attention(model, True)
     return plan, our_attention(model)
+
+
+def run_products(model: nn.Module, linears: list[nn.Linear]) -> list[Product]:
+    """The products ``model``'s passes run over ``linears`` (its layers' plain linears): the lean forward's fused
+    ones (``fused_product``: the modules' weights become views of them) where it runs the model, else each
+    linear's own."""
+    if lean_unsupported(model) is not None:
+        return products_of(linears)
+    groups = [group for group in fused_groups(model) if all(module in linears for module in group)]
+    return [fused_product(group) for group in groups]
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from torch import nn
 
 from . import native
 from .exact_attention import ExactLayout, exact_attention, exact_layout
-from .kernel_plan import STOCK, KernelPlan, PlannedLinear
+from .kernel_plan import STOCK, KernelPlan, PlannedLinear, Product
 from .static_kv import CachePool, StaticKV
 
 # attend(layer, q, keys, values): a layer's attention of the pass's rows, q [R, heads, head_dim] (rotated), over
@@ -93,21 +93,49 @@ class TorchOps:
         return F.silu(gate) * up
 
 
-class FusedLinear(PlannedLinear):
-    """Linears sharing an input, concatenated once: weight [sum out, in] on the plan's path (x [R, in] ->
-    [R, sum out]). The modules' own weights become views of the concatenation, so the model holds each
-    weight once (transformers' path, HF generate, reads the same storage)."""
-
-    def __init__(self, modules: list[nn.Linear], path: str):
-        weights = [m.weight.detach() for m in modules]
-        weight = torch.cat(weights) if len(weights) > 1 else weights[0]
-        offset = 0
+def fused_product(modules: list[nn.Linear]) -> Product:
+    """The weight [sum out, in] and bias [sum out] (or None) of linears sharing an input, concatenated once: the
+    modules' own weights become views of the concatenation, so the model holds each weight once (transformers'
+    path, HF generate, reads the same storage). Linears already fused (views of one storage, in order) are
+    taken as they are, not concatenated again."""
+    weights = [m.weight.detach() for m in modules]
+    total = sum(weight.shape[0] for weight in weights)
+    first = weights[0]
+    if len(weights) == 1:
+        weight = first
+    elif _adjacent(weights):
+        weight = first.new_empty(0).set_(first.untyped_storage(), first.storage_offset(), (total, first.shape[1]),
+                                         (first.shape[1], 1))
+    else:
+        weight, offset = torch.cat(weights), 0
         for module in modules:
             rows = module.weight.shape[0]
             module.weight.data = weight[offset:offset + rows]
             offset += rows
-        biases = [m.bias for m in modules]
-        super().__init__(weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None, path)
+    biases = [m.bias for m in modules]
+    return weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None
+
+
+def _adjacent(weights: list[torch.Tensor]) -> bool:
+    """Whether contiguous ``weights`` [out_i, in] lie one after the other in one storage."""
+    storage, end = weights[0].untyped_storage().data_ptr(), weights[0].storage_offset()
+    for weight in weights:
+        if (not weight.is_contiguous() or weight.untyped_storage().data_ptr() != storage
+                or weight.storage_offset() != end):
+            return False
+        end += weight.numel()
+    return True
+
+
+def fused_groups(model: nn.Module) -> list[list[nn.Linear]]:
+    """The linears the lean forward runs as one product each, in a pass's order: per layer Q/K/V, O, gate/up,
+    down."""
+    groups = []
+    for layer in model.model.layers:
+        attention, mlp = layer.self_attn, layer.mlp
+        groups += [[attention.q_proj, attention.k_proj, attention.v_proj], [attention.o_proj],
+                   [mlp.gate_proj, mlp.up_proj], [mlp.down_proj]]
+    return groups
 
 
 class LeanLlama:
@@ -130,13 +158,9 @@ class LeanLlama:
         self.cos = self.sin = torch.empty(0, 2 * len(self.inv_freq))
         self.max_positions = config.max_position_embeddings
         path = plan.layers if plan is not None else STOCK
-        self.layers = []
-        for layer in model.model.layers:
-            attention, mlp = layer.self_attn, layer.mlp
-            self.layers.append((layer.input_layernorm.weight,
-                                FusedLinear([attention.q_proj, attention.k_proj, attention.v_proj], path),
-                                FusedLinear([attention.o_proj], path), layer.post_attention_layernorm.weight,
-                                FusedLinear([mlp.gate_proj, mlp.up_proj], path), FusedLinear([mlp.down_proj], path)))
+        products = [PlannedLinear(*fused_product(group), path) for group in fused_groups(model)]
+        self.layers = [(layer.input_layernorm.weight, qkv, out, layer.post_attention_layernorm.weight, gate_up, down)
+                       for layer, (qkv, out, gate_up, down) in zip(model.model.layers, zip(*[iter(products)] * 4))]
         self.norm = model.model.norm.weight
         self.output_embeddings = model.get_output_embeddings()  # the LM head (a PaddedLean may run it otherwise)
         self.dtype, self.device = self.norm.dtype, self.norm.device

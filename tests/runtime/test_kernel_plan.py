@@ -1,6 +1,7 @@
 """The kernel plan: the choice of the fastest path, and the cache on disk (no model)."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from bita.runtime.kernel_plan import (
     KernelPlan,
     cached_plan,
     measure_plan,
+    products_of,
     row_floor,
     run_path,
     weight_copy,
@@ -27,10 +29,8 @@ def test_the_plan_says_what_runs():
     assert KernelPlan(TRANSPOSED, PACKED).describe() == "layers transposed, head packed"
 
 
-def test_a_plan_of_the_format_before_is_read_and_a_mixed_one_refused():
-    """v2 entries stored the one path once per row bucket: read as that path; a list mixing paths (from
-    before v2) or naming no known path is unreadable, so measured again."""
-    assert KernelPlan.from_entry({"layers": [PACKED] * 8, "head": [STOCK] * 8}) == KernelPlan(PACKED, STOCK)
+def test_a_stored_plan_is_read_and_an_unknown_one_refused():
+    """An entry naming no known path, or another format, is unreadable, so measured again."""
     assert KernelPlan.from_entry({"layers": TRANSPOSED, "head": PACKED}) == KernelPlan(TRANSPOSED, PACKED)
     for wrong in ({"layers": [STOCK, PACKED], "head": [STOCK]}, {"layers": "fast", "head": STOCK}, {"layers": STOCK}):
         with pytest.raises((ValueError, KeyError)):
@@ -77,8 +77,10 @@ def test_a_path_below_its_floor_runs_padded_and_gives_the_rows_it_gives_among_ot
 
 
 def small_stack():
+    """Two layer products and a head (weight [out, in], bias), as a forward runs them."""
     torch.manual_seed(1)
-    return [nn.Linear(32, 64), nn.Linear(64, 32, bias=False)], nn.Linear(32, 100)
+    layers, head = [nn.Linear(32, 64), nn.Linear(64, 32, bias=False)], nn.Linear(32, 100)
+    return products_of(layers), products_of([head])[0]
 
 
 def test_measuring_gives_one_path_for_the_layers_and_one_for_the_head():
@@ -140,7 +142,7 @@ def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagre
     layers, head = small_stack()
     path = tmp_path / "plans.json"
     key = kernel_plan.plan_key(layers, head)
-    path.write_text(json.dumps({key: {"layers": [TRANSPOSED] * 8, "head": [TRANSPOSED] * 8}}))  # v2, timed under load
+    path.write_text(json.dumps({key: {"layers": TRANSPOSED, "head": TRANSPOSED}}))  # timed under load
     calls = []
 
     def fake_times(layers, head, paths=PATHS, rows=TIMED_ROWS, repeats=5):  # stock clearly fastest now
@@ -157,3 +159,57 @@ def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagre
     monkeypatch.setattr(measured, "_checked", set())  # a new process: the re-timed plan agrees with a probe
     assert cached_plan(path, layers, head) == plan and calls[2:] == [kernel_plan.PROBE_ROWS]
     assert cached_plan(path, layers, head) == plan and len(calls) == 3  # once a process
+
+
+def stand_in_paths(monkeypatch, seconds_a_row: dict[str, float], floors: dict[str, int]):
+    """Replace the paths' products with stand-ins that take ``seconds_a_row`` x rows (sleeping) and round a block of
+    fewer than ``floors[path]`` rows otherwise than among others (so ``row_floor`` measures that floor)."""
+    real = kernel_plan.run_path
+
+    def stand_in(path, x, weight, bias, copy, floor=1, residual=None):
+        rows = x.numel() // x.shape[-1]
+        if rows < floor:
+            return real(path, x, weight, bias, copy, floor, residual)
+        time.sleep(seconds_a_row[path] * rows)
+        flat = x.reshape(rows, x.shape[-1])
+        out = torch.stack([weight @ row for row in flat]).reshape(*x.shape[:-1], -1)  # a row alone: row-invariant
+        out = out + bias if bias is not None else out
+        return out + 1e-3 if rows < floors[path] else out
+
+    monkeypatch.setattr(kernel_plan, "run_path", stand_in)
+    monkeypatch.setattr(kernel_plan, "_floors", {})
+
+
+def test_a_path_is_priced_at_its_floor_and_a_floor_of_64_loses_to_a_floor_of_1_of_similar_one_row_time(monkeypatch):
+    """A path whose lone rows round otherwise (floor 64) pays 64 rows in every AR pass: timed as passes run it, it
+    is never chosen over a floor-1 path that is a little slower at one unpadded row (the Xeon's 64-row AR passes)."""
+    stand_in_paths(monkeypatch, {STOCK: 1e-4, TRANSPOSED: 1.1e-4}, {STOCK: 64, TRANSPOSED: 1})
+    layers, head = small_stack()
+    times = kernel_plan.kernel_times(layers, head, (STOCK, TRANSPOSED), rows=(1, 4, 8, 16), repeats=1)
+    assert times["floors"]["layers"] == {STOCK: 64, TRANSPOSED: 1}
+    one_row = times["layers"][0]
+    assert one_row[STOCK] > 20 * one_row[TRANSPOSED]  # 64 rows' sleep, padded
+    assert kernel_plan.plan_from(times) == KernelPlan(TRANSPOSED, TRANSPOSED)
+
+
+def test_the_lean_forward_plans_on_the_fused_products_it_runs():
+    """Timed on what the lean forward runs: Q/K/V and gate/up fused (the modules' weights views of them), not the
+    separate weights; fusing again finds them fused and copies nothing."""
+    from conftest import tiny_model
+
+    from bita.runtime.kernels import run_products
+
+    model = tiny_model("llama")
+    head = model.get_output_embeddings()
+    linears = [m for m in model.modules() if type(m) is nn.Linear and m is not head]
+    products = run_products(model, linears)
+    config = model.config
+    width = config.num_attention_heads * config.hidden_size // config.num_attention_heads
+    assert len(products) == 4 * config.num_hidden_layers
+    assert products[0][0].shape == (width + 2 * config.num_key_value_heads * width // config.num_attention_heads,
+                                    config.hidden_size)
+    assert products[2][0].shape == (2 * config.intermediate_size, config.hidden_size)
+    q_proj = model.model.layers[0].self_attn.q_proj
+    assert q_proj.weight.data_ptr() == products[0][0].data_ptr()
+    again = run_products(model, linears)
+    assert all(a.data_ptr() == b.data_ptr() and torch.equal(a, b) for (a, _), (b, _) in zip(products, again))

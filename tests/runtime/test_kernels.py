@@ -15,7 +15,7 @@ from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.runtime.build import prepare
 from bita.runtime.hf_attention import ROW_INVARIANT
-from bita.runtime.kernel_plan import PACKED, TRANSPOSED, KernelPlan
+from bita.runtime.kernel_plan import PACKED, TRANSPOSED, KernelPlan, PlannedLinear
 from bita.runtime.kernels import PlannedForward, apply_kernels, stock_kernels
 from bita.runtime.layer_masks import additive_mask
 from bita.training.objective import SarObjective, make_batch
@@ -158,3 +158,38 @@ def test_planning_twice_keeps_our_attention():
     with stock_kernels(model):
         assert model.config._attn_implementation == "sdpa"
     assert model.config._attn_implementation == ROW_INVARIANT["sdpa"]
+
+
+def weight_bytes(runtime) -> tuple[int, int]:
+    """(bytes of the model's parameters, bytes of every distinct storage a runtime's weights and their planned copies
+    hold): the model's parameters, the lean forward's products and their copies, the modules' planned copies."""
+    storages: dict[int, int] = {}
+
+    def hold(tensor):
+        if tensor is not None:
+            storages[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+
+    parameters = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in runtime.model.parameters()}
+    for tensor in runtime.model.parameters():
+        hold(tensor)
+    for layer in getattr(runtime.forward, "layers", ()):
+        for part in layer:
+            if isinstance(part, PlannedLinear):
+                hold(part.weight), hold(part.copy)
+    for module in runtime.model.modules():
+        forward = vars(module).get("forward")
+        if isinstance(forward, PlannedForward) and forward.planned is not None:
+            hold(forward.planned.copy)
+    return sum(parameters.values()), sum(storages.values())
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_each_weight_is_held_once_beside_the_copy_its_path_reads(lean):
+    """Planned copies only where the chosen forward runs them: the lean forward's fused products (the modules'
+    weights views of them) and the head's, not a second set on the modules the lean forward never calls; on
+    transformers' path the modules' own. A second copy coming back fails this."""
+    runtime = prepare(tiny_model("llama"), "auto", plan=PLANS["transposed"], lean=lean)
+    list(ar_steps(runtime, random_prompts(1, seed=0)[0], StopCondition(max_new_tokens=4)))
+    parameters, held = weight_bytes(runtime)
+    assert (runtime.forward.kind == "lean+native" or runtime.forward.kind == "lean") == lean
+    assert held <= 2.02 * parameters, f"{held / parameters:.2f}x the parameters' bytes"
