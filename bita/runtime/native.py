@@ -16,11 +16,20 @@ it replaces exact_attention.py's torch operations (about 25 a layer; 131 us a la
 here, 359 us for 8 tree rows) in the lean forward.
 
 The C files are compiled once per machine, at first use, with the system's C compiler (``cc``, or ``$CC``) and
-``-O3 -march=native -fopenmp``, into ``directory`` (the bita cache's ``native/``), named by a hash of the sources,
-the compiler's version and this CPU's flags; the library is loaded with ctypes and runs on torch's OpenMP threads
-(``torch.get_num_threads()``). Where it cannot be built (no compiler, no AVX2 and FMA), or ``BITA_NATIVE=0``,
-``unavailable`` says why in one line: the kernel plan does not offer the native path and the lean forward runs
-torch's operations (exact_attention.py).
+``FLAGS`` (``-O3 -march=native -fopenmp``), and loaded with ctypes; they run on torch's OpenMP threads
+(``torch.get_num_threads()``). The library lives only in the bita cache's ``native/`` (``~/.cache/bita/native``,
+or ``$BITA_CACHE/native``), created private (mode 0o700): a folder that another user owns or that others may write
+to is refused, since a library found there would be loaded and run. It is named by a hash of the sources, ``FLAGS``
+and this CPU's flags, so a library of other sources never loads and a cached one loads with no compiler installed
+(the compiler is not in the name: delete the library to rebuild it with another). A compile is stopped after
+``COMPILE_TIMEOUT`` seconds; a failure (the compiler's first error line) is remembered beside the library, in
+``native-<hash>.failed`` with the compiler's path, size and time, so that later processes do not try the same
+compiler on the same sources again: delete that file to retry. Where the kernels cannot be built or loaded (no
+compiler, no AVX2 and FMA, an unsafe folder), or ``BITA_NATIVE=0``, ``unavailable`` says why in one line: the kernel
+plan does not offer the native path and the lean forward runs torch's operations (exact_attention.py).
+
+The wrappers check the dtype, device, layout and sizes the C code relies on (attribute comparisons, no tensor
+operations) and raise ``ValueError`` on a misuse that would otherwise read or write out of bounds.
 """
 
 from __future__ import annotations
@@ -29,9 +38,11 @@ import ctypes
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -40,33 +51,137 @@ from .device import cpu_info
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c", "native_layer.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")  # part of the library's name
+COMPILE_TIMEOUT = 300  # seconds a compile may take (about 3 here) before it is stopped and counts as failed
+ROTARY_MAX_DIM = 512  # the longest head native_layer.c's rotary takes (its float rotated[512])
 SWITCH = "BITA_NATIVE"  # 0: never build or run the native kernels (torch's paths run, as where they cannot build)
+
+
+class Limits(NamedTuple):
+    """The built library's constants: outputs a packed tile holds, and what ``attend`` takes (query heads per
+    key/value head, head dimension: at most ``dim``, a multiple of ``lanes``)."""
+
+    tile: int
+    groups: int
+    dim: int
+    lanes: int
+
+
+class CompileError(RuntimeError):
+    """The compiler failed or ran past ``COMPILE_TIMEOUT`` (remembered on disk: ``_build``)."""
+
+
 _library: ctypes.CDLL | None = None
+_limits: Limits | None = None
 _failure: str | None = None
 
 
 def _compiler() -> str | None:
+    """The C compiler on the PATH: ``$CC`` (else ``cc``), gcc or clang (None: none)."""
     return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
 
 
+def _cache_folder() -> Path:
+    """The bita cache's ``native/`` folder, where kernels.py keeps the library beside the kernel plans."""
+    from ..model.loading import cache_root  # imported here: loading.py imports the runtime, this module included
+    from .kernels import NATIVE_FOLDER
+    return cache_root() / NATIVE_FOLDER
+
+
+def _private(directory: Path) -> None:
+    """Create ``directory`` private (mode 0o700) where it is missing; refuse it where another user owns it or group
+    or others may write to it (a library found there is loaded and run)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = directory.stat()
+    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        raise RuntimeError(f"{directory} must be yours and writable by you alone (it is mode "
+                           f"{status.st_mode & 0o777:o}, owner uid {status.st_uid}): chmod 700 it, or remove it")
+
+
+def _digest() -> str:
+    """The library's name: a hash of what decides its code (the sources, ``FLAGS``, this CPU's flags), each part
+    prefixed by its length so that no two sets of parts hash alike. Runs no compiler."""
+    hasher = hashlib.sha256()
+    for part in (*(path.read_bytes() for path in (*SOURCES, HEADER)), " ".join(FLAGS).encode(),
+                 cpu_info().get("flags", "").encode()):
+        hasher.update(len(part).to_bytes(8, "little") + part)
+    return hasher.hexdigest()[:16]
+
+
+def _identity(compiler: str) -> str:
+    """The compiler as a failure remembers it, without running it: its real path, size and modification time."""
+    real = os.path.realpath(compiler)
+    status = os.stat(real)
+    return f"{real} {status.st_size} {status.st_mtime_ns}"
+
+
+def _remembered(marker: Path, identity: str) -> str | None:
+    """The error line of an earlier failed compile by the compiler ``identity`` names, kept in ``marker`` (None:
+    no such failure)."""
+    try:
+        compiler, _, error = marker.read_text().partition("\n")
+    except OSError:
+        return None
+    return error if compiler == identity and error else None
+
+
+def _error_line(output: str, status: int) -> str:
+    """The compiler's first line that says "error", else its last line, else its exit status."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return next((line for line in lines if "error" in line.lower()), lines[-1] if lines else f"exit status {status}")
+
+
+def _compile(compiler: str, target: Path) -> None:
+    """Compile the sources with ``FLAGS`` into ``target``, whole or not at all (a concurrent process finds a whole
+    file or none); past ``COMPILE_TIMEOUT`` seconds the compiler and what it started are killed. Raises
+    ``CompileError`` with the compiler's error line."""
+    name = Path(compiler).name
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        built = Path(scratch) / target.name
+        with subprocess.Popen([compiler, *FLAGS, *map(str, SOURCES), "-o", str(built)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True) as process:
+            try:
+                output = process.communicate(timeout=COMPILE_TIMEOUT)[0]
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)  # its own process group: cc1 and as too
+                raise CompileError(f"{name} was stopped after {COMPILE_TIMEOUT} s") from None
+        if process.returncode:
+            raise CompileError(f"{name} failed: {_error_line(output, process.returncode)}")
+        built.replace(target)
+
+
 def _build(directory: Path) -> ctypes.CDLL:
-    """Compile the native kernels for this machine into ``directory`` (once: kept by name) and load them."""
-    compiler = _compiler()
-    if compiler is None:
-        raise RuntimeError("no C compiler found (cc, gcc or clang; or set CC)")
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
-    source = b"".join(path.read_bytes() for path in (*SOURCES, HEADER))
-    digest = hashlib.sha1(source + version.encode() + cpu_info().get("flags", "").encode()).hexdigest()[:16]
-    target = directory / f"native_linear-{digest}.so"
+    """The native kernels for this machine, loaded from ``directory`` (``_private``), compiled into it first where
+    no library of these sources, flags and CPU is there: a cached library loads without running a compiler."""
+    _private(directory)
+    target = directory / f"native-{_digest()}.so"
     if not target.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=directory) as scratch:
-            built = Path(scratch) / target.name
-            result = subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                                     *map(str, SOURCES), "-o", str(built)], capture_output=True, text=True, check=False)
-            if result.returncode:
-                raise RuntimeError(f"{Path(compiler).name} failed: {result.stderr.strip().splitlines()[-1:]}")
-            built.replace(target)  # atomic: a concurrent process finds a whole file or none
+        compiler = _compiler()
+        if compiler is None:
+            raise RuntimeError("no C compiler found (cc, gcc or clang; or set CC)")
+        _compile_once(compiler, target)
+    return _load(target)
+
+
+def _compile_once(compiler: str, target: Path) -> None:
+    """``_compile``, unless this compiler failed on these sources before: a failure is remembered beside ``target``
+    (``native-<hash>.failed``: the compiler's ``_identity``, then its error line) until that file is deleted."""
+    marker, identity = target.with_suffix(".failed"), _identity(compiler)
+    error = _remembered(marker, identity)
+    if error is None:
+        try:
+            _compile(compiler, target)
+        except CompileError as failure:
+            error = str(failure)
+            marker.write_text(f"{identity}\n{error}")
+        else:
+            marker.unlink(missing_ok=True)  # another compiler's failure, now moot
+            return
+    raise RuntimeError(f"{error} (remembered in {marker}: delete it to retry)")
+
+
+def _load(target: Path) -> ctypes.CDLL:
+    """The library ``target`` loaded, its functions' argument types declared."""
     library = ctypes.CDLL(str(target))
     pointer, integer = ctypes.c_void_p, ctypes.c_int
     for name in ("bita_linear_bf16", "bita_linear_f32"):
@@ -86,17 +201,24 @@ def _build(directory: Path) -> ctypes.CDLL:
     return library
 
 
+def _limits_of(library: ctypes.CDLL) -> Limits:
+    """The constants ``library`` was compiled with."""
+    groups, dim = ctypes.c_int(), ctypes.c_int()
+    lanes = library.bita_attention_limits(ctypes.byref(groups), ctypes.byref(dim))
+    return Limits(library.bita_tile(), groups.value, dim.value, lanes)
+
+
 def unavailable(directory: Path | None = None) -> str | None:
-    """Why the native path cannot run here (None: it can), building it at the first call in this process in
-    ``directory`` (None: a folder in the system's temporary directory)."""
-    global _library, _failure
+    """Why the native path cannot run here (None: it can), loading it (built first where needed: ``_build``) at the
+    first call in this process from ``directory`` (None: the bita cache's ``native/``)."""
+    global _library, _limits, _failure
     if _library is None and _failure is None:
-        where = directory or Path(tempfile.gettempdir()) / f"bita-native-{os.getuid()}"
         if os.environ.get(SWITCH, "1") == "0":
             _failure = f"the native kernels are off ({SWITCH}=0)"
             return _failure
         try:
-            _library = _build(where)
+            _library = _build(directory or _cache_folder())
+            _limits = _limits_of(_library)
         except (OSError, RuntimeError) as error:
             _failure = f"the native kernel could not be built: {error}"
     return _failure
@@ -107,22 +229,38 @@ def describe() -> str:
     return _library.bita_isa().decode() if _library is not None else "unavailable"
 
 
+def _shown(tensor: torch.Tensor) -> str:
+    """e.g. 'torch.float32 [4, 6] (strides (6, 1)) on cpu': what a misuse error says of a tensor."""
+    return f"{tensor.dtype} {list(tensor.shape)} (strides {tensor.stride()}) on {tensor.device}"
+
+
+def _fits(tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> bool:
+    """``tensor`` is of ``dtype`` and ``shape``, contiguous, on the CPU."""
+    return tensor.dtype == dtype and tensor.is_cpu and tensor.shape == shape and tensor.is_contiguous()
+
+
+def _packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
+    """Elements of ``pack``'s copy of a weight [rows, columns]: whole tiles of outputs, bf16 inputs in pairs."""
+    depth = (columns + 1) // 2 * 2 if dtype == torch.bfloat16 else columns
+    return -(-rows // _limits.tile) * depth * _limits.tile
+
+
 def pack(weight: torch.Tensor) -> torch.Tensor | None:
     """``weight`` [N, K] (bf16 or float32, on the CPU) packed for ``linear`` (flat, in the weight's dtype), or None
     where the native path cannot run it."""
-    if weight.dtype not in DTYPES or weight.device.type != "cpu" or unavailable() is not None:
+    if weight.dtype not in DTYPES or not weight.is_cpu or unavailable() is not None:
         return None
+    if weight.dim() != 2:
+        raise ValueError(f"native.pack takes a weight [out, in], not {_shown(weight)}")
     rows, columns = weight.shape
-    tile = _library.bita_tile()
-    tiles, depth = -(-rows // tile), (columns + 1) // 2 * 2 if weight.dtype == torch.bfloat16 else columns
-    packed = torch.empty(tiles * depth * tile, dtype=weight.dtype)
+    packed = torch.empty(_packed_size(rows, columns, weight.dtype), dtype=weight.dtype)
     source = weight.detach().contiguous()
-    name = "bita_pack_bf16" if weight.dtype == torch.bfloat16 else "bita_pack_f32"
-    getattr(_library, name)(source.data_ptr(), packed.data_ptr(), rows, columns)
+    getattr(_library, f"bita_pack_{_suffix(weight.dtype)}")(source.data_ptr(), packed.data_ptr(), rows, columns)
     return packed
 
 
 def _suffix(dtype: torch.dtype) -> str:
+    """The C functions' suffix for ``dtype``."""
     return "bf16" if dtype == torch.bfloat16 else "f32"
 
 
@@ -130,66 +268,119 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
            residual: torch.Tensor | None = None) -> torch.Tensor:
     """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed;
     with ``residual`` (contiguous, the output's shape) residual + that, the product rounded to the dtype first."""
-    flat = x.reshape(-1, x.shape[-1]).contiguous()
-    out = torch.empty(flat.shape[0], out_features, dtype=x.dtype)
-    if flat.shape[0]:
+    shape, dtype = x.shape, x.dtype
+    if dtype not in DTYPES or not x.is_cpu or not shape:
+        raise ValueError(f"native.linear takes x [..., in] in bf16 or float32 on the CPU, not {_shown(x)}")
+    columns, out_shape = shape[-1], (*shape[:-1], out_features)
+    if not _fits(packed, dtype, (_packed_size(out_features, columns, dtype),)):
+        raise ValueError(f"native.linear: packed is not pack()'s copy of a {dtype} weight [{out_features}, {columns}]: "
+                         f"{_shown(packed)}")
+    if bias is not None and (not bias.is_cpu or bias.shape != (out_features,)):
+        raise ValueError(f"native.linear: bias must be [{out_features}] on the CPU, not {_shown(bias)}")
+    if residual is not None and not _fits(residual, dtype, out_shape):
+        raise ValueError(f"native.linear: residual must be {dtype} {list(out_shape)} contiguous on the CPU, not "
+                         f"{_shown(residual)}")
+    flat = x.reshape(-1, columns).contiguous()
+    rows = flat.shape[0]
+    out = torch.empty(rows, out_features, dtype=dtype)
+    if rows:
         bias32 = bias.detach().float().contiguous() if bias is not None else None
-        getattr(_library, f"bita_linear_{_suffix(x.dtype)}")(
+        getattr(_library, f"bita_linear_{_suffix(dtype)}")(
             flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
-            residual.data_ptr() if residual is not None else None, out.data_ptr(), flat.shape[0], out_features,
-            flat.shape[1], torch.get_num_threads())
-    return out.view(*x.shape[:-1], out_features)
+            residual.data_ptr() if residual is not None else None, out.data_ptr(), rows, out_features, columns,
+            torch.get_num_threads())
+    return out.view(out_shape)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm of x [R, H] (rows may be apart; the last dimension contiguous), weight [H] in x's
     dtype: [R, H] (native_layer.c)."""
-    out = torch.empty(x.shape, dtype=x.dtype)
-    getattr(_library, f"bita_rms_norm_{_suffix(x.dtype)}")(x.data_ptr(), weight.data_ptr(), out.data_ptr(), x.shape[0],
-                                                            x.shape[1], x.stride(0), eps, torch.get_num_threads())
+    shape, strides = x.shape, x.stride()
+    if x.dtype not in DTYPES or not x.is_cpu or len(shape) != 2 or strides[1] != 1:
+        raise ValueError(f"native.rms_norm takes x [R, H] in bf16 or float32 on the CPU, its last dimension "
+                         f"contiguous, not {_shown(x)}")
+    if not _fits(weight, x.dtype, (shape[1],)):
+        raise ValueError(f"native.rms_norm: weight must be {x.dtype} [{shape[1]}] on the CPU, not {_shown(weight)}")
+    out = torch.empty(shape, dtype=x.dtype)
+    getattr(_library, f"bita_rms_norm_{_suffix(x.dtype)}")(x.data_ptr(), weight.data_ptr(), out.data_ptr(), shape[0],
+                                                            shape[1], strides[0], eps, torch.get_num_threads())
     return out
 
 
 def rotate_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding in place on x [R, heads, D] (heads D apart, rows ``x.stride(0)`` apart), by cos, sin [R, D]
     contiguous (each row's position): x cos + rotate_half(x) sin, as transformers computes it. Returns x."""
-    rows, heads, dim = x.shape
+    shape, strides = x.shape, x.stride()
+    if x.dtype not in DTYPES or not x.is_cpu or len(shape) != 3 or strides[2] != 1 or strides[1] != shape[2] \
+            or shape[2] > ROTARY_MAX_DIM:
+        raise ValueError(f"native.rotate_ takes x [R, heads, D] in bf16 or float32 on the CPU, heads D apart, D at "
+                         f"most {ROTARY_MAX_DIM}, not {_shown(x)}")
+    rows, heads, dim = shape
+    if not _fits(cos, x.dtype, (rows, dim)) or not _fits(sin, x.dtype, (rows, dim)):
+        raise ValueError(f"native.rotate_: cos and sin must be {x.dtype} [{rows}, {dim}] contiguous on the CPU, not "
+                         f"{_shown(cos)} and {_shown(sin)}")
     getattr(_library, f"bita_rotary_{_suffix(x.dtype)}")(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), rows, heads, dim,
-                                                          x.stride(0), torch.get_num_threads())
+                                                          strides[0], torch.get_num_threads())
     return x
 
 
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """gate_up [R, 2I] contiguous (gate, then up) -> silu(gate) * up [R, I], as transformers computes it."""
-    rows, width = gate_up.shape
+    shape = gate_up.shape
+    if gate_up.dtype not in DTYPES or not gate_up.is_cpu or len(shape) != 2 or shape[1] % 2 \
+            or not gate_up.is_contiguous():
+        raise ValueError(f"native.silu_mul takes gate_up [R, 2I] in bf16 or float32, contiguous on the CPU, not "
+                         f"{_shown(gate_up)}")
+    rows, width = shape
     out = torch.empty(rows, width // 2, dtype=gate_up.dtype)
     getattr(_library, f"bita_silu_mul_{_suffix(gate_up.dtype)}")(gate_up.data_ptr(), out.data_ptr(), rows, width // 2,
                                                                   torch.get_num_threads())
     return out
 
 
+def _attention_fits(heads: int, kv_heads: int, head_dim: int) -> bool:
+    """``attend`` takes ``heads`` query heads over ``kv_heads`` key/value heads of ``head_dim`` (the library's
+    limits)."""
+    return kv_heads > 0 and not heads % kv_heads and heads // kv_heads <= _limits.groups \
+        and not head_dim % _limits.lanes and 0 < head_dim <= _limits.dim
+
+
+def _attention_limits() -> str:
+    """What ``attend`` takes, in words."""
+    return (f"native attention takes bf16 or float32, up to {_limits.groups} query heads per key/value head and a head "
+            f"dimension that is a multiple of {_limits.lanes} up to {_limits.dim}")
+
+
 def attention_unsupported(heads: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> str | None:
     """Why ``attend`` cannot run a model of this shape and dtype on this machine (None: it can)."""
     why = unavailable()
-    if why is not None:
-        return why
-    most_groups, most_dim = ctypes.c_int(), ctypes.c_int()
-    lanes = _library.bita_attention_limits(ctypes.byref(most_groups), ctypes.byref(most_dim))
-    if dtype not in DTYPES or heads % kv_heads or heads // kv_heads > most_groups.value or head_dim % lanes \
-            or head_dim > most_dim.value:
-        return (f"native attention takes bf16 or float32, up to {most_groups.value} query heads per key/value head and "
-                f"a head dimension that is a multiple of {lanes} up to {most_dim.value}")
-    return None
+    if why is None and (dtype not in DTYPES or not _attention_fits(heads, kv_heads, head_dim)):
+        why = _attention_limits()
+    return why
 
 
 def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Each row's attention over the cache slots it sees, in slot order (native_attention.c): query [R, heads, D],
     keys and values [kv_heads, capacity, D] a layer's whole buffers (contiguous, the query's dtype), allowed [R, K]
     bool (K <= capacity: which slots each row sees). Returns [R, heads, D] (``attention_unsupported`` first)."""
-    rows, heads, dim = query.shape
+    dtype, shape, cache, visible = query.dtype, query.shape, keys.shape, allowed.shape
+    if dtype not in DTYPES or not query.is_cpu or len(shape) != 3 or len(cache) != 3:
+        raise ValueError(f"native.attend takes query [R, heads, D] in bf16 or float32 on the CPU and keys [kv_heads, "
+                         f"capacity, D], not {_shown(query)} and {_shown(keys)}")
+    (rows, heads, dim), (kv_heads, capacity, _) = shape, cache
+    if not _fits(keys, dtype, (kv_heads, capacity, dim)) or not _fits(values, dtype, cache):
+        raise ValueError(f"native.attend: keys and values must be {dtype} [kv_heads, capacity, {dim}] alike, "
+                         f"contiguous on the CPU, not {_shown(keys)} and {_shown(values)}")
+    if not _attention_fits(heads, kv_heads, dim):
+        raise ValueError(f"native.attend: {heads} query heads on {kv_heads} key/value heads of dimension {dim}: "
+                         f"{_attention_limits()}")
+    if allowed.dtype != torch.bool or not allowed.is_cpu or len(visible) != 2 or visible[0] != rows \
+            or visible[1] > capacity:
+        raise ValueError(f"native.attend: allowed must be bool [{rows}, K <= {capacity}] on the CPU, not "
+                         f"{_shown(allowed)}")
     query, mask = query.contiguous(), allowed.contiguous()
     out = torch.empty_like(query)
-    getattr(_library, f"bita_attend_{_suffix(query.dtype)}")(query.data_ptr(), keys.data_ptr(), values.data_ptr(), mask.data_ptr(), out.data_ptr(),
-                            rows, heads, keys.shape[0], dim, keys.shape[1], mask.shape[1], dim ** -0.5,
-                            torch.get_num_threads())
+    getattr(_library, f"bita_attend_{_suffix(dtype)}")(
+        query.data_ptr(), keys.data_ptr(), values.data_ptr(), mask.data_ptr(), out.data_ptr(), rows, heads, kv_heads,
+        dim, capacity, visible[1], dim ** -0.5, torch.get_num_threads())
     return out

@@ -1,5 +1,11 @@
 """The native kernel path (bita/runtime/native.py, native_linear.c): the linear it computes, a row's result the
-same whatever the pass's row count, and one clear reason where it cannot be built."""
+same whatever the pass's row count, one clear reason where it cannot be built, a build only in a private folder that
+loads without a compiler once built and remembers a failed compile, and wrappers that refuse tensors they cannot
+take."""
+
+import shutil
+import stat
+import time
 
 import pytest
 import torch
@@ -44,10 +50,16 @@ def test_a_rows_result_does_not_depend_on_the_passs_other_rows(dtype):
     assert row_floor(NATIVE, weight, None, copy) == 1
 
 
-def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
+def forget(monkeypatch):
+    """This process as if it had not tried the native kernels yet (the next ``unavailable`` builds or loads): a new
+    process, for the test."""
     monkeypatch.delenv(native.SWITCH, raising=False)
-    monkeypatch.setattr(native, "_library", None)
-    monkeypatch.setattr(native, "_failure", None)
+    for name in ("_library", "_limits", "_failure"):
+        monkeypatch.setattr(native, name, None)
+
+
+def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
+    forget(monkeypatch)
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
     assert native.unavailable(tmp_path) == "the native kernel could not be built: no C compiler found (cc, gcc or " \
                                            "clang; or set CC)"
@@ -84,8 +96,182 @@ def test_the_layer_kernels_compute_what_transformers_computes(dtype):
 
 
 def test_the_switch_turns_them_off(monkeypatch, tmp_path):
-    monkeypatch.setattr(native, "_library", None)
-    monkeypatch.setattr(native, "_failure", None)
+    forget(monkeypatch)
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.unavailable(tmp_path) == "the native kernels are off (BITA_NATIVE=0)"
     assert not list(tmp_path.iterdir())  # nothing built
+
+
+def test_the_library_goes_to_a_private_folder_of_the_bita_cache(monkeypatch, tmp_path):
+    """No folder given (a caller without a plan file): the cache's native/, created with mode 0o700."""
+    forget(monkeypatch)
+    monkeypatch.setenv("BITA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    assert native.unavailable().endswith("no C compiler found (cc, gcc or clang; or set CC)")
+    assert stat.S_IMODE((tmp_path / "cache" / "native").stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("unsafe", ["writable", "foreign"])
+def test_a_folder_others_may_write_to_is_refused_in_one_line(monkeypatch, tmp_path, unsafe):
+    forget(monkeypatch)
+    folder = tmp_path / "native"
+    folder.mkdir()
+    folder.chmod(0o777 if unsafe == "writable" else 0o700)
+    if unsafe == "foreign":
+        monkeypatch.setattr(native.os, "getuid", lambda: folder.stat().st_uid + 1)
+    why = native.unavailable(folder)
+    assert why.startswith(f"the native kernel could not be built: {folder} must be yours and writable by you alone")
+    assert "\n" not in why
+    assert "chmod 700" in why and not list(folder.iterdir())  # nothing built, nothing loaded
+
+
+def test_the_name_changes_with_the_sources_the_flags_and_the_cpu(monkeypatch, tmp_path):
+    name = native._digest()
+    assert native._digest() == name
+    monkeypatch.setattr(native, "FLAGS", (*native.FLAGS, "-DBITA_OTHER"))
+    assert native._digest() != name
+    monkeypatch.undo()
+    edited = tmp_path / native.HEADER.name
+    edited.write_bytes(native.HEADER.read_bytes() + b"\n")
+    monkeypatch.setattr(native, "HEADER", edited)
+    assert native._digest() != name
+    monkeypatch.undo()
+    monkeypatch.setattr(native, "cpu_info", lambda: {"flags": "fpu sse2"})
+    assert native._digest() != name
+
+
+@needs_native
+def test_a_cached_library_loads_without_a_compiler_and_one_of_other_sources_never(monkeypatch, tmp_path):
+    built = native._library
+    forget(monkeypatch)
+    folder = tmp_path / "native"
+    folder.mkdir(mode=0o700)
+    shutil.copy(built._name, folder / f"native-{native._digest()}.so")
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    monkeypatch.setenv("PATH", "")
+    assert native.unavailable(folder) is None
+    weight, x = torch.randn(33, 7), torch.randn(3, 7)
+    torch.testing.assert_close(native.linear(x, native.pack(weight), None, 33), F.linear(x, weight))
+
+    forget(monkeypatch)
+    edited = tmp_path / native.SOURCES[0].name
+    edited.write_bytes(native.SOURCES[0].read_bytes() + b"\n/* edited */\n")
+    monkeypatch.setattr(native, "SOURCES", (edited, *native.SOURCES[1:]))
+    assert native.unavailable(folder).endswith("no C compiler found (cc, gcc or clang; or set CC)")
+
+
+def fake_compiler(folder, body):
+    """An executable script standing in for the C compiler (``$CC``): it adds a line to ``calls`` when run."""
+    script = folder / "fake-cc"
+    script.write_text(f"#!/bin/sh\necho run >> {folder / 'calls'}\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_failed_compile_says_its_error_line_and_is_not_retried(monkeypatch, tmp_path):
+    forget(monkeypatch)
+    compiler = fake_compiler(tmp_path, 'echo "In file included from x.c:1:" >&2\necho "x.c:2: error: boom" >&2\n'
+                                       'echo "1 error generated." >&2\nexit 1')
+    monkeypatch.setenv("CC", str(compiler))
+    folder = tmp_path / "native"
+    why = native.unavailable(folder)
+    marker = folder / f"native-{native._digest()}.failed"
+    assert why == ("the native kernel could not be built: fake-cc failed: x.c:2: error: boom "
+                   f"(remembered in {marker}: delete it to retry)")
+    assert marker.is_file() and (tmp_path / "calls").read_text().count("run") == 1
+
+    forget(monkeypatch)  # a new process
+    assert native.unavailable(folder) == why
+    assert (tmp_path / "calls").read_text().count("run") == 1  # not run again
+
+    marker.unlink()
+    forget(monkeypatch)
+    assert native.unavailable(folder) == why
+    assert (tmp_path / "calls").read_text().count("run") == 2  # retried once the marker is gone
+
+
+def test_another_compiler_retries_a_remembered_failure(monkeypatch, tmp_path):
+    forget(monkeypatch)
+    monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "exit 1")))
+    folder = tmp_path / "native"
+    assert native.unavailable(folder).endswith("fake-cc failed: exit status 1 (remembered in "
+                                               f"{folder / f'native-{native._digest()}.failed'}: delete it to retry)")
+    forget(monkeypatch)
+    monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "echo warning: a new version >&2\nexit 2")))
+    assert native.unavailable(folder).endswith("fake-cc failed: warning: a new version (remembered in "
+                                               f"{folder / f'native-{native._digest()}.failed'}: delete it to retry)")
+    assert (tmp_path / "calls").read_text().count("run") == 2
+
+
+def test_a_compile_that_hangs_is_stopped(monkeypatch, tmp_path):
+    forget(monkeypatch)
+    monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "sleep 60")))
+    monkeypatch.setattr(native, "COMPILE_TIMEOUT", 0.5)
+    folder = tmp_path / "native"
+    start = time.monotonic()
+    why = native.unavailable(folder)
+    assert time.monotonic() - start < 30
+    assert why.startswith("the native kernel could not be built: fake-cc was stopped after 0.5 s (remembered in ")
+    assert (folder / f"native-{native._digest()}.failed").is_file()
+    assert [path.name for path in folder.iterdir()] == [f"native-{native._digest()}.failed"]  # no scratch left
+
+
+def misuses():
+    """Calls of each wrapper that it must refuse, by name (listing them needs no library: a call packs its weight)."""
+    bf16, mask = torch.bfloat16, torch.ones(2, 10, dtype=torch.bool)
+    x, weight, queries, keys = torch.randn(3, 24), torch.randn(40, 24), torch.randn(2, 4, 64), torch.randn(2, 10, 64)
+    heads, table = torch.randn(2, 3, 64), torch.randn(2, 64)
+
+    def packed():
+        return native.pack(weight)
+    return {
+        "pack: one dimension": lambda: native.pack(torch.randn(40)),
+        "linear: x in float64": lambda: native.linear(x.double(), packed(), None, 40),
+        "linear: packed of another dtype": lambda: native.linear(x.to(bf16), packed(), None, 40),
+        "linear: more outputs than packed": lambda: native.linear(x, packed(), None, 80),  # a tile more
+        "linear: more inputs than packed": lambda: native.linear(torch.randn(3, 30), packed(), None, 40),
+        "linear: packed not flat": lambda: native.linear(x, packed().view(-1, 32), None, 40),
+        "linear: bias of another size": lambda: native.linear(x, packed(), torch.randn(39), 40),
+        "linear: residual of another shape": lambda: native.linear(x, packed(), None, 40, torch.randn(3, 39)),
+        "linear: residual not contiguous": lambda: native.linear(x, packed(), None, 40, torch.randn(40, 3).t()),
+        "linear: residual of another dtype": lambda: native.linear(x, packed(), None, 40, torch.randn(3, 40).to(bf16)),
+        "rms_norm: last dimension apart": lambda: native.rms_norm(torch.randn(8, 3).t(), torch.randn(8), 1e-5),
+        "rms_norm: weight of another size": lambda: native.rms_norm(x, torch.randn(23), 1e-5),
+        "rms_norm: weight of another dtype": lambda: native.rms_norm(x, torch.randn(24).to(bf16), 1e-5),
+        "rms_norm: integers": lambda: native.rms_norm(torch.ones(3, 24, dtype=torch.int32), torch.randn(24), 1e-5),
+        "rotate_: heads not D apart": lambda: native.rotate_(torch.randn(2, 64, 3).transpose(1, 2), table, table),
+        "rotate_: a head past 512": lambda: native.rotate_(torch.randn(2, 1, 520), torch.randn(2, 520),
+                                                           torch.randn(2, 520)),
+        "rotate_: cos of another shape": lambda: native.rotate_(heads, torch.randn(1, 64), table),
+        "rotate_: sin of another dtype": lambda: native.rotate_(heads, table, table.to(bf16)),
+        "silu_mul: odd width": lambda: native.silu_mul(torch.randn(2, 7)),
+        "silu_mul: not contiguous": lambda: native.silu_mul(torch.randn(8, 2).t()),
+        "silu_mul: three dimensions": lambda: native.silu_mul(torch.randn(2, 2, 8)),
+        "attend: query of two dimensions": lambda: native.attend(queries[0], keys, keys, mask),
+        "attend: query in float64": lambda: native.attend(queries.double(), keys.double(), keys.double(), mask),
+        "attend: keys of another head dimension": lambda: native.attend(queries, torch.randn(2, 10, 32),
+                                                                        torch.randn(2, 10, 32), mask),
+        "attend: values of another shape": lambda: native.attend(queries, keys, torch.randn(2, 9, 64), mask),
+        "attend: keys not contiguous": lambda: native.attend(queries, torch.randn(10, 2, 64).transpose(0, 1), keys,
+                                                             mask),
+        "attend: keys of another dtype": lambda: native.attend(queries, keys.to(bf16), keys.to(bf16), mask),
+        "attend: heads not a multiple of kv_heads": lambda: native.attend(torch.randn(2, 3, 64), keys, keys, mask),
+        "attend: a head dimension off the lanes": lambda: native.attend(torch.randn(2, 4, 65), torch.randn(2, 10, 65),
+                                                                        torch.randn(2, 10, 65), mask),
+        "attend: a mask of bytes": lambda: native.attend(queries, keys, keys, mask.to(torch.uint8)),
+        "attend: a mask past the capacity": lambda: native.attend(queries, keys, keys, torch.ones(2, 11).bool()),
+        "attend: a mask of other rows": lambda: native.attend(queries, keys, keys, mask[:1]),
+    }
+
+
+@needs_native
+@pytest.mark.parametrize("misuse", list(misuses()))
+def test_each_wrapper_refuses_a_tensor_it_cannot_take(misuse):
+    """A clear ValueError naming the function, where the C code would read or write out of bounds."""
+    with pytest.raises(ValueError, match=r"^native\.(pack|linear|rms_norm|rotate_|silu_mul|attend)"):
+        misuses()[misuse]()
+
+
+@needs_native
+def test_pack_leaves_a_weight_it_cannot_pack_to_the_other_paths():
+    assert native.pack(torch.randn(4, 4, dtype=torch.float64)) is None
