@@ -58,6 +58,26 @@ def test_sampled_generate_reports_its_seed_and_one_text_for_every_tree(capsys, d
     assert len({report["text"] for report in reports}) == 1
 
 
+def test_generate_json_carries_each_pass_and_what_the_verifier_said_of_each_token(capsys, default_model):
+    """--json: the tokens, the settings, and per pass its emitted tokens with their texts and one verdict each
+    (greedy: the chosen token is its row's top 1), the drafts it turned down, the next pass's drafts."""
+    args = ["generate", "--dtype", "float32", "--json", "--max-new-tokens", "16", "--tree", "efficient:3/chain-groups",
+            "--prompt", "Name a fruit and its colour."]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    passes = report["passes"]
+    assert report["sampling"] == "greedy" and report["max_new_tokens"] == 16 and report["method"] == "bita"
+    assert report["tokens"] == [token["id"] for p in passes for token in p["emitted"]] and len(report["tokens"]) == 16
+    assert passes[0]["kind"] == "prefill" and {p["kind"] for p in passes[1:]} == {"tree"}
+    for each in passes:
+        assert [v["chosen"]["id"] for v in each["verdicts"]] == [token["id"] for token in each["emitted"]]
+        for verdict in each["verdicts"]:
+            assert verdict["top"][0]["id"] == verdict["chosen"]["id"] and len(verdict["top"]) == 5
+            assert verdict["logit_margin"] >= 0 and verdict["runner_up"]["id"] != verdict["chosen"]["id"]
+            assert isinstance(verdict["chosen"]["text"], str) and isinstance(verdict["near_tie"], bool)
+    assert any(v["rejected"] for p in passes for v in p["verdicts"]) and passes[0]["next_drafts"][0][0]["text"]
+
+
 def test_version_and_help_show_what_a_user_needs(capsys):
     from bita import __version__
 

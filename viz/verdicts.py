@@ -1,7 +1,7 @@
 """What the verifier said of a token, in words: for a chat token's hover, a struck draft's, and figure titles.
 
-"the model gave ' in' 41 %, the runner-up ' on' 38 %: a near tie" (a near tie: the rule of
-bita/decode/explain.py, the two logits within rounding of the model's dtype); a struck draft: "the model
+"the model gave ' in' 41 %, the runner-up ' on' 38 %: a near tie, rounding could swap them" (the rule of
+bita/decode/explain.py: the two logits within rounding of the model's dtype); a struck draft: "the model
 gave ' in' 41 %, the draft ' on' 38 %". Probabilities are those of the distribution the token was chosen
 from (sampled: the warped one). Pure: a verdict and a token decoder in, plain text out (escape it for HTML).
 """
@@ -27,9 +27,9 @@ def given(alternative: Alternative, decode: Decode) -> str:
 
 def chosen_sentence(verdict: RowVerdict, decode: Decode) -> str:
     """The model's probability of the emitted token against the likeliest other ('the runner-up', or 'its
-    favourite' where a sample drew a less likely token), and ': a near tie' where it was one."""
+    favourite' where a sample drew a less likely token), and that it was a near tie where it was one."""
     other = "the runner-up" if verdict.logit_margin >= 0 else "its favourite"
-    tie = ": a near tie" if verdict.near_tie else ""
+    tie = ": a near tie, rounding could swap them" if verdict.near_tie else ""
     return f"the model gave {given(verdict.chosen, decode)}, {other} {given(verdict.runner_up, decode)}{tie}"
 
 

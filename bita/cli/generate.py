@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from ..bench.baselines import run_hf
 from ..bench.divergence import divergence
@@ -12,6 +13,7 @@ from ..generate import collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
 from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
                         sampling_from)
+from .records_json import record_json
 
 MODES = ("bita", "ar", "hf", "both")
 
@@ -31,7 +33,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                           help="bita: BiTA's answer; ar: our AR loop's (the loaded model's arithmetic); hf: HF "
                                "generate's (transformers' kernels); both: all three, timed, with BiTA's identity "
                                "to our AR loop checked and its agreement with HF generate beside it")
-    generate.add_argument("--json", action="store_true", help="print one JSON object")
+    generate.add_argument("--json", action="store_true",
+                          help="print one JSON object: the text, tokens and settings, and every forward pass with "
+                               "what the verifier said of each token (top alternatives, runner-up, near ties)")
     generate.set_defaults(run=run_generate)
 
 
@@ -54,10 +58,11 @@ def run_generate(args: argparse.Namespace) -> dict:
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
                          corpus=args.corpus)
         runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan,
-                                                           stops, sampling=sampling))
+                                                           stops, sampling=sampling, record_verdicts=args.json))
         report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason)
     if args.mode in ("ar", "both"):
-        runs["ar"] = collect("ar", loaded, stream_ar(loaded, prompt_ids, args.max_new_tokens, stops, sampling))
+        runs["ar"] = collect("ar", loaded, stream_ar(loaded, prompt_ids, args.max_new_tokens, stops, sampling,
+                                                     record_verdicts=args.json))
     if args.mode in ("hf", "both"):
         with loaded.runtime.stock():
             runs["hf"] = run_hf(loaded, prompt_ids, args.max_new_tokens, stops, sampling=sampling)
@@ -68,6 +73,10 @@ def run_generate(args: argparse.Namespace) -> dict:
     if not sampling.greedy:
         report.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                       seed=sampling.seed)
+    if args.json:  # both our loops recorded verdicts, so their timings compare like for like
+        decode = partial(loaded.tokenizer.decode, skip_special_tokens=False)
+        report.update(method=main_run.method, max_new_tokens=args.max_new_tokens, sampling=sampling.describe(),
+                      tokens=main_run.tokens, passes=[record_json(r, decode) for r in main_run.steps])
     if len(runs) == 3:
         report.update(identity(loaded, prompt_ids, runs, sampling.greedy))
     return report
