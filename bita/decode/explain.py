@@ -97,7 +97,9 @@ def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence
     asked = [[token, *drafts, *[token] * (width - len(drafts))] for token, drafts in zip(chosen, rejected)]
     columns = torch.cat([raw.topk(k, -1).indices, torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
     values = torch.stack([columns.double()] + [table.gather(1, columns).double() for table in (raw, probs, raw_probs)])
-    packed = torch.cat([values.flatten(), torch.special.entr(probs).sum(-1).double()]).tolist()  # [4, E, C], [E]
+    # greedy: H = log Z - E_p[logit] (a log over the vocabulary costs more than the rest of a row's verdict)
+    entropy = torch.logsumexp(raw, -1) - (probs * raw).sum(-1) if sampling.greedy else torch.special.entr(probs).sum(-1)
+    packed = torch.cat([values.flatten(), entropy.double()]).tolist()  # [4, E, C], [E]
     kinds, rows, size = values.shape
     verdicts = []
     for e, drafts in enumerate(rejected):
