@@ -3,6 +3,8 @@ and the LM head applied to chosen rows. Used by every layer above the model."""
 
 from __future__ import annotations
 
+import hashlib
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +47,14 @@ def describe_device(device: torch.device) -> str:
     return f"cpu ({describe_cpu()})"
 
 
+def machine_key(device: torch.device | str = "cpu") -> str:
+    """What every cached measurement on ``device`` depends on, the one key part of each table (kernel plans,
+    precision probes, pass costs): the device as ``describe_device`` names it, a hash of this CPU's flags and
+    torch's version."""
+    flags = hashlib.sha1(cpu_info().get("flags", "").encode()).hexdigest()[:12]
+    return "|".join([describe_device(torch.device(device)), f"flags {flags}", f"torch {torch.__version__}"])
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -85,6 +95,19 @@ def timed(device: torch.device, fn):
     result = fn()
     synchronize(device)
     return result, time.perf_counter() - started
+
+
+def median_seconds(runs: dict, repeats: int, device: torch.device | str = "cpu") -> dict:
+    """Median seconds (``timed``: synchronised with ``device``) of each of ``runs`` ({name: fn}), interleaved
+    ``repeats`` times after one warm-up round: the one way every cached table times its candidates."""
+    device = torch.device(device)
+    times: dict = {name: [] for name in runs}
+    for round_index in range(repeats + 1):
+        for name, run in runs.items():
+            seconds = timed(device, run)[1]
+            if round_index:
+                times[name].append(seconds)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
 
 
 def output_logits(model: nn.Module, hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor] | None = None

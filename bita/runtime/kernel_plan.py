@@ -23,8 +23,8 @@ a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster b
 whatever the row count: a row must not round differently because of how many rows share its pass
 (docs/method.md).
 
-``cached_plan`` keeps plans in a JSON table (measured.py), keyed by CPU model, ISA flags, threads, torch
-version, dtype, the products' shapes and the paths offered (``plan_key``), with the times and floors they
+``cached_plan`` keeps plans in a JSON table (measured.py), keyed by the machine (``device.machine_key``), the
+dtype, the products' shapes and the paths offered (``plan_key``), with the times and floors they
 were chosen from. A plan timed while the machine was busy (a test suite, a Space's first start) can be wrong
 for an idle one, so a cached plan is checked once per process against a quick probe at ``PROBE_ROWS``
 (priced the same way, padded to each path's floor) and timed again, saying so, where the probe finds its
@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,15 +44,14 @@ from torch import nn
 from tqdm import tqdm
 
 from . import native
-from .device import cpu_info, describe_cpu
-from .measured import measured
+from .device import machine_key, median_seconds
+from .measured import MIN_GAIN, measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE = "stock", "transposed", "packed", "native"
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
 PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, TRITON)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
-MIN_GAIN = 0.03  # another path replaces STOCK only when at least this much faster
 REPEATS = 5
 PLAN_VERSION = "v3"  # v3: priced as passes run (fused products, padded to each path's floor)
 MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
@@ -184,18 +181,6 @@ def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, copy: 
     return _floors[key]
 
 
-def _median_seconds(runs: dict, repeats: int = REPEATS) -> dict:
-    """Median wall seconds of each run, interleaved ``repeats`` times after one warm-up round."""
-    times: dict = {name: [] for name in runs}
-    for round_index in range(repeats + 1):
-        for name, run in runs.items():
-            started = time.perf_counter()
-            run()
-            if round_index:
-                times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(seconds) for name, seconds in times.items()}
-
-
 def _fastest(seconds: dict[str, float]) -> str:
     best = min(seconds, key=seconds.get)
     return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
@@ -227,7 +212,7 @@ def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequenc
             times["floors"][name][path] = max(linear.floor for linear in planned)
             inputs = {count: {weight.shape[1]: torch.randn(count, weight.shape[1], dtype=weight.dtype)
                               for weight, _ in products} for count in rows}
-            seconds = _median_seconds({count: lambda count=count: [linear(inputs[count][linear.weight.shape[1]])
+            seconds = median_seconds({count: lambda count=count: [linear(inputs[count][linear.weight.shape[1]])
                                                                    for linear in planned] for count in rows}, repeats)
             for index, count in enumerate(rows):
                 times[name][index][path] = seconds[count]
@@ -273,13 +258,13 @@ def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
 
 
 def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None) -> str:
-    """What a plan depends on: this CPU (name, generation, vector ISA, threads; a hash of its flags),
-    torch's version, the dtype, the products' shapes and the paths it chose among."""
+    """What a plan depends on: this machine (``machine_key``), the dtype, the products' shapes and the paths it
+    chose among."""
     shapes = sorted({tuple(weight.shape) for weight, _ in layers}) + ([tuple(head[0].shape)] if head else [])
     weight = layers[0][0] if layers else head[0]
     paths = paths or offered_paths(weight)
-    digest = hashlib.sha1(f"{cpu_info().get('flags', '')}|{shapes}".encode()).hexdigest()[:12]
-    return "|".join([describe_cpu(), torch.__version__, str(weight.dtype), digest, "+".join(paths), PLAN_VERSION])
+    digest = hashlib.sha1(str(shapes).encode()).hexdigest()[:12]
+    return "|".join([machine_key(), str(weight.dtype), f"shapes {digest}", "+".join(paths), PLAN_VERSION])
 
 
 def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | None,

@@ -10,7 +10,6 @@ dtype and model shapes, like the kernel plans.
 from __future__ import annotations
 
 import copy
-import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,16 +17,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .device import cpu_info, describe_cpu, timed
+from .device import cpu_info, machine_key, median_seconds
 from .invariance import Invariance, probe_row_invariance
-from .measured import measured
+from .measured import MIN_GAIN, measured
 from .runtime import Runtime
 
-INVARIANCE_VERSION = "v6"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
+INVARIANCE_VERSION = "v7"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
 #                             v4: a probe keyed by its runtime (kernel paths included), the native path offered;
 #                             v5: native attention in the lean forward; v6: CUDA passes wait for their staging
-#                             copy (before, the probe raced it on a GPU)
-MIN_GAIN = 0.05  # bf16 is taken only when at least this much faster than float32
+#                             copy (before, the probe raced it on a GPU); v7: keyed by device.machine_key
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 
 
@@ -38,15 +36,14 @@ def bf16_hardware() -> bool:
 
 
 def model_key(model: nn.Module, what: str, runtime_key: str = "") -> str:
-    """What a cached probe or choice depends on: this CPU, torch, the model's dtype and shapes (and for a probe,
-    its runtime's key: the forward and kernel paths whose arithmetic it checked)."""
+    """What a cached probe or choice depends on: the machine (``machine_key``; for a probe, its runtime's key,
+    which holds it, and the forward and kernel paths whose arithmetic it checked), the model's dtype and shapes."""
     config = model.config.get_text_config()
     shapes = [getattr(config, name, None) for name in ("model_type", "hidden_size", "intermediate_size",
                                                        "num_hidden_layers", "num_attention_heads",
                                                        "num_key_value_heads", "vocab_size")]
     dtype = model.get_input_embeddings().weight.dtype
-    return "|".join([what, describe_cpu(), torch.__version__, str(dtype), str(shapes), runtime_key,
-                     INVARIANCE_VERSION])
+    return "|".join([what, runtime_key or machine_key(), str(dtype), str(shapes), INVARIANCE_VERSION])
 
 
 def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
@@ -70,16 +67,16 @@ def pass_milliseconds(runtime: Runtime) -> dict[str, float]:
     try:
         runtime.run(cache, embed(tokens[:TIMED_CONTEXT]), torch.arange(TIMED_CONTEXT),
                     torch.ones(TIMED_CONTEXT, TIMED_CONTEXT, dtype=torch.bool).tril())
-        times = {}
+        runs = {}
         for rows in (1, TIMED_ROWS):
             allowed = torch.ones(rows, TIMED_CONTEXT + rows, dtype=torch.bool).tril(TIMED_CONTEXT)
             embeds, positions = embed(tokens[TIMED_CONTEXT:TIMED_CONTEXT + rows]), TIMED_CONTEXT + torch.arange(rows)
-            seconds = []
-            for _ in range(TIMED_REPEATS + 1):
-                seconds.append(timed(runtime.device, lambda: runtime.run(cache, embeds, positions, allowed))[1])  # noqa: B023
+
+            def run(rows=rows, embeds=embeds, positions=positions, allowed=allowed):
+                runtime.run(cache, embeds, positions, allowed)
                 cache.crop(-rows)
-            times[f"{rows} rows"] = 1000 * statistics.median(seconds[1:])
-        return times
+            runs[f"{rows} rows"] = run
+        return {name: 1000 * seconds for name, seconds in median_seconds(runs, TIMED_REPEATS, runtime.device).items()}
     finally:
         runtime.release(cache)
 

@@ -27,7 +27,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from .device import describe_device, device_of, output_logits
+from .device import device_of, machine_key, output_logits
 from .invariance import Invariance
 from .kernel_plan import KernelPlan
 from .kernels import stock_kernels
@@ -111,13 +111,12 @@ class Runtime:
 
     @property
     def key(self) -> str:
-        """What a measurement of this runtime's passes depends on: the device, torch, the dtype, the forward
-        and the kernel plan."""
+        """What a measurement of this runtime's passes depends on: the machine (``machine_key``), the dtype, the
+        forward and the kernel plan."""
         plan = f"linears {self.plan.describe()}" if self.plan else "stock linears"
         dtype = str(self.dtype).removeprefix("torch.")
         bits = ["k-bit"] if self.quantized else []
-        return "|".join([describe_device(self.device), f"torch {torch.__version__}", dtype, *bits, self.forward.kind,
-                         plan])
+        return "|".join([machine_key(self.device), dtype, *bits, self.forward.kind, plan])
 
     def describe(self) -> str:
         """For people: e.g. 'lean forward, static KV cache; linears layers packed, head packed; bfloat16: bf16
