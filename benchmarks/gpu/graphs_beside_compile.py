@@ -14,8 +14,7 @@ def main() -> None:
     loaded = loaded_from_arguments(__doc__.splitlines()[0])
     graphed = loaded.runtime.forward
     assert isinstance(graphed, PaddedLean) and graphed.graphs, f"no CUDA graphs here: {loaded.runtime.describe()}"
-    eager = PaddedLean(graphed.lean, graphs=False, invariant_rows=graphed.invariant_rows,
-                       triton_linears=graphed.triton_linears)
+    eager = PaddedLean(graphed.lean, graphed.way, graphs=False)
     caches = graphed.new_cache(), eager.new_cache()
     weight = torch.randn(1024, 1024, device="cuda")
     compiled = torch.compile(lambda x: torch.relu(x @ weight) @ weight, mode="reduce-overhead")

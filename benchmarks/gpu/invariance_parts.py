@@ -9,7 +9,7 @@ float32, the probe (invariance.py) on the row-invariant forward with its parts s
 
 - attention: a torch reference (gather each row's visible keys, softmax) in place of logical_attention.attend;
 - layer ops: TorchOps in place of triton_layer's kernels;
-- linears: the fixed-tile Triton linears (``triton_linears``) or cuBLAS at one shape (``invariant_rows``);
+- linears: the fixed-tile Triton linears (``FIXED_TILES``) or cuBLAS at one shape (``one_shape``);
 - graphs: CUDA graphs recorded, or the same buffers run eagerly.
 
 A part whose swap turns a worst logit of ~10 into ~1e-5 is the broken one. Then each Triton kernel against
@@ -25,7 +25,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from bita.runtime import logical_attention, triton_layer
 from bita.runtime.invariance import probe_row_invariance
 from bita.runtime.lean_llama import LeanLlama, TorchOps
-from bita.runtime.padded import PaddedLean
+from bita.runtime.padded import FIXED_TILES, PaddedLean, PassWay, one_shape
 from bita.runtime.runtime import Runtime
 from bita.runtime.triton_linear import linear as triton_linear
 
@@ -51,8 +51,8 @@ def random_llama(layers: int, device: str) -> torch.nn.Module:
     return LlamaForCausalLM(config).eval().requires_grad_(False).to(device)
 
 
-def probe(model, graphs: bool, way: dict, attention: bool, ops: bool) -> str:
-    forward = PaddedLean(LeanLlama(model), graphs=graphs, **way)
+def probe(model, graphs: bool, way: PassWay, attention: bool, ops: bool) -> str:
+    forward = PaddedLean(LeanLlama(model), way, graphs=graphs)
     if not attention:
         forward.logical = types.SimpleNamespace(logical_order=logical_attention.logical_order, attend=reference_attend)
     if not ops:
@@ -97,7 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     kernel_checks(args.device)
     model = random_llama(args.layers, args.device)
-    ways = {"fixed tiles": dict(triton_linears=True), "one shape": dict(invariant_rows=args.invariant_rows)}
+    ways = {"fixed tiles": FIXED_TILES, "one shape": one_shape(args.invariant_rows)}
     print("| linears | graphs | attention | layer ops | probe |\n|---|---|---|---|---|")
     for name, way in ways.items():
         for graphs in ((False, True) if args.device == "cuda" else (False,)):

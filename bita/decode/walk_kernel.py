@@ -47,7 +47,8 @@ def decide(parent_row: torch.Tensor, depth: torch.Tensor, ancestry: torch.Tensor
     """(last accepted row, bonus, group there) as [3] long on the tensors' device. parent_row, depth [N] int32;
     ancestry, earlier_sibling [N, N] int32 (1: true), contiguous; group [1 + N] int32 (-1: none); tokens [N] long
     the candidates, N >= 1; chosen [1 + N] long, each row's choice. The first call on a device compiles the kernel
-    for every block size (a trie's size changes from pass to pass: no compile lands in a later, timed, pass)."""
+    for every block size in ``BLOCKS`` (a trie's size changes from pass to pass: no compile lands in a later, timed,
+    pass of up to 256 candidates; a larger trie compiles its block size at its first pass)."""
     if chosen.device not in _compiled:
         _compiled.add(chosen.device)
         for block in BLOCKS:

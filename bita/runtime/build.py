@@ -22,7 +22,15 @@ from torch import nn
 from .kernel_plan import KernelPlan
 from .kernels import apply_kernels
 from .lean_llama import LeanLlama, lean_unsupported
-from .padded import INVARIANT_ROWS, PaddedLean, compare_with_transformers
+from .padded import (
+    FASTEST,
+    FIXED_TILES,
+    INVARIANT_ROWS,
+    TRITON_LAYERS,
+    PaddedLean,
+    compare_with_transformers,
+    one_shape,
+)
 from .precision import checked_invariance, checked_pass_milliseconds, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
 from .transformers_forward import TransformersForward
@@ -105,13 +113,11 @@ def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
     linears at row buckets (an AR pass at its own rows) and at one shape of ``INVARIANT_ROWS`` rows (cuBLAS), then
     the fastest shapes (not row-invariant) with Triton's layer kernels, then with transformers' operations."""
     try:
-        with_triton = [PaddedLean(lean, graphs=True, triton_linears=True),
-                       PaddedLean(lean, graphs=True, invariant_rows=INVARIANT_ROWS),
-                       PaddedLean(lean, graphs=True, layer_kernels=True)]
+        with_triton = [PaddedLean(lean, way) for way in (FIXED_TILES, one_shape(INVARIANT_ROWS), TRITON_LAYERS)]
     except ImportError as error:
         warnings.warn(f"Triton cannot be imported ({error}): passes on this GPU are not row-invariant", stacklevel=4)
         with_triton = []
-    return [*with_triton, PaddedLean(lean, graphs=True)]
+    return [*with_triton, PaddedLean(lean, FASTEST)]
 
 
 def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:

@@ -28,7 +28,9 @@ H100, by whole logits: benchmarks/results/h100/2026-11-26-gpu-check).
 
 A runtime on a CUDA device runs this (build.py) once ``compare_with_transformers`` compared a pass of every
 bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it attends only
-the valid slots) and runs instead. Its rows attend by SDPA: it does not claim row invariance.
+the valid slots) and runs instead. How a padded pass computes its rows is a ``PassWay``, one of four named
+ways (``FASTEST``, ``TRITON_LAYERS``, ``FIXED_TILES``, ``one_shape``): two row-invariant, two at the fastest
+shapes; a new way of running a pass is a new way, not a flag.
 """
 
 from __future__ import annotations
@@ -47,6 +49,31 @@ from .transformers_forward import TransformersForward
 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # a pass of R rows runs as the first bucket >= R
 INVARIANT_ROWS = 64  # the rows of every row-invariant pass, AR or tree (a larger tree runs as two)
+
+
+@dataclass(frozen=True)
+class PassWay:
+    """How a padded pass computes its rows (``PaddedLean``): one of the named ways below."""
+
+    name: str  # the forward's kind ends with it ("" for the fastest shapes with transformers' operations)
+    invariant_rows: int = 0  # one shape: every pass (AR or tree) as passes of this many rows, the LM head too
+    triton_linears: bool = False  # fixed tiles: the linears and the LM head on triton_linear.py's kernel
+    layer_kernels: bool = False  # a layer's elementwise work in triton_layer.py's kernels (not torch's operations)
+
+    @property
+    def exact_rows(self) -> bool:
+        """Row-invariant: every row attends in logical order and its products do not depend on the pass's rows."""
+        return bool(self.invariant_rows or self.triton_linears)
+
+
+FASTEST = PassWay("")  # SDPA over the whole buffer, cuBLAS at each row bucket, transformers' operations
+TRITON_LAYERS = PassWay("triton-layers", layer_kernels=True)  # the same with Triton's layer kernels
+FIXED_TILES = PassWay("triton-linears", triton_linears=True, layer_kernels=True)  # row-invariant at row buckets
+
+
+def one_shape(rows: int = INVARIANT_ROWS) -> PassWay:
+    """Row-invariant at one shape: every pass as passes of ``rows`` rows (cuBLAS at one shape)."""
+    return PassWay(f"invariant{rows}", invariant_rows=rows, layer_kernels=True)
 
 
 def bucket_of(rows: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
@@ -152,40 +179,37 @@ class PassBuffers:
 
 
 class PaddedLean:
-    """The lean forward (a LeanLlama) run at padded row buckets; ``graphs``: record each bucket's pass
-    with ``capture`` (CUDA graphs by default) and replay it.
+    """The lean forward (a LeanLlama) run at padded row buckets the ``way`` a ``PassWay`` names; ``graphs``: record
+    each bucket's pass with ``capture`` (CUDA graphs by default) and replay it.
 
-    Row-invariant passes, two ways (``exact_rows``: either): every row attends in logical order
-    (logical_attention.py) and a layer's elementwise work runs one Triton kernel each (triton_layer.py), and the
-    matrix products give a row the same bits in any pass by
-    - ``invariant_rows`` (0: off): one shape. Every pass runs as passes of this many rows, the LM head on that
-      many rows too (``logit_rows``): cuBLAS at one shape for every pass, and an AR pass costs a tree pass's;
-    - ``triton_linears``: fixed tiles. The linears and the LM head (``logit_head``) run triton_linear.py's
-      kernel, whose sums do not depend on the row count, so passes keep their row buckets.
-    Otherwise rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``' shapes, with cuBLAS: the fastest
-    shapes for an AR pass, with Triton's layer kernels where ``layer_kernels`` (an H100's AR pass 1.9 ms, not 3.3
-    with transformers' ~25 elementwise operations a layer), else transformers' torch operations (what a GPU
-    without Triton runs)."""
+    Row-invariant passes, two ways (``exact_rows``): every row attends in logical order (logical_attention.py) and
+    a layer's elementwise work runs one Triton kernel each (triton_layer.py), and the matrix products give a row
+    the same bits in any pass by
+    - ``one_shape``: every pass runs as passes of ``invariant_rows`` rows, the LM head on that many rows too
+      (``logit_rows``): cuBLAS at one shape for every pass, and an AR pass costs a tree pass's;
+    - ``FIXED_TILES``: the linears and the LM head (``logit_head``) run triton_linear.py's kernel, whose sums do
+      not depend on the row count, so passes keep their row buckets.
+    Otherwise (``FASTEST``, ``TRITON_LAYERS``) rows attend by SDPA over the whole buffer at ``ROW_BUCKETS``'
+    shapes, with cuBLAS: the fastest shapes for an AR pass, with Triton's layer kernels in ``TRITON_LAYERS`` (an
+    H100's AR pass 1.9 ms, not 3.3 with transformers' ~25 elementwise operations a layer), else transformers'
+    torch operations (what a GPU without Triton runs)."""
 
-    def __init__(self, lean: LeanLlama, graphs: bool,
-                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph, invariant_rows: int = 0,
-                 triton_linears: bool = False, layer_kernels: bool = False):
-        self.lean, self.graphs, self.capture = lean, graphs, capture
-        self.invariant_rows, self.triton_linears = invariant_rows, triton_linears
+    def __init__(self, lean: LeanLlama, way: PassWay = FASTEST, graphs: bool = True,
+                 capture: Callable[[Callable[[], torch.Tensor]], Recorded] = cuda_graph):
+        self.lean, self.way, self.graphs, self.capture = lean, way, graphs, capture
         self.retired_tables: list[torch.Tensor] = []  # rotary tables that recorded graphs may still read
-        self.exact_rows = bool(invariant_rows or triton_linears)  # every row attends in logical order
-        self.layer_kernels = layer_kernels or self.exact_rows  # a layer's elementwise work in Triton's kernels
-        self.buckets = (invariant_rows,) if invariant_rows else ROW_BUCKETS
-        self.logit_rows, self.logit_head = invariant_rows, None
+        self.exact_rows = way.exact_rows
+        self.buckets = (way.invariant_rows,) if way.invariant_rows else ROW_BUCKETS
+        self.logit_rows, self.logit_head = way.invariant_rows, None
         self.ops: LayerOps = TorchOps
         self.layers = lean.layers
-        if self.layer_kernels:  # Triton: only where a runtime asks for its kernels
+        if way.layer_kernels:  # Triton: only where a runtime asks for its kernels
             from . import triton_layer
             self.ops = triton_layer
         if self.exact_rows:
             from . import logical_attention
             self.logical = logical_attention
-        if triton_linears:  # the same weights, on triton_linear.py's fixed tiles
+        if way.triton_linears:  # the same weights, on triton_linear.py's fixed tiles
             self.layers = [tuple(PlannedLinear(part.weight, part.bias, TRITON) if isinstance(part, PlannedLinear)
                                  else part for part in layer) for layer in lean.layers]
             head = lean.output_embeddings
@@ -193,23 +217,21 @@ class PaddedLean:
 
     @property
     def kind(self) -> str:
-        return "+".join(["lean", "graphs" if self.graphs else "padded",
-                         *([f"invariant{self.invariant_rows}"] if self.invariant_rows else []),
-                         *(["triton-linears"] if self.triton_linears else []),
-                         *(["triton-layers"] if self.layer_kernels and not self.exact_rows else [])])
+        return "+".join(["lean", "graphs" if self.graphs else "padded", *([self.way.name] if self.way.name else [])])
 
     def describe(self) -> str:
-        shape = f"every pass at {self.invariant_rows} rows" if self.invariant_rows else "per row bucket"
-        invariance = (", Triton's fixed-tile linears" if self.triton_linears else "") + (
+        way = self.way
+        shape = f"every pass at {way.invariant_rows} rows" if way.invariant_rows else "per row bucket"
+        invariance = (", Triton's fixed-tile linears" if way.triton_linears else "") + (
             ", attention in logical order (row-invariant)" if self.exact_rows else
-            ", Triton's layer kernels" if self.layer_kernels else "")
+            ", Triton's layer kernels" if way.layer_kernels else "")
         return f"lean forward, static KV cache, {'CUDA graphs' if self.graphs else 'eager passes'} {shape}{invariance}"
 
     def fastest(self) -> PaddedLean:
         """This forward at its fastest shapes (``ROW_BUCKETS``, SDPA, transformers' linears, Triton's layer kernels):
         our AR loop's speed baseline where invariance costs an AR pass speed. It shares the lean forward and its
         cache pool."""
-        return PaddedLean(self.lean, self.graphs, self.capture, layer_kernels=True) if self.exact_rows else self
+        return PaddedLean(self.lean, TRITON_LAYERS, self.graphs, self.capture) if self.exact_rows else self
 
     def grow_rotary(self, positions: int) -> None:
         """The lean forward's rotary table for ``positions`` (every slot of a cache buffer), keeping the
@@ -238,9 +260,9 @@ class PaddedLean:
     @torch.inference_mode()
     def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
                 ordinary: int = 0) -> torch.Tensor:
-        """As LeanLlama.forward (``ordinary`` unused: every row attends by SDPA): rows embeds [R, H] at
-        ``positions`` [R] appended to ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm hidden
-        states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
+        """As LeanLlama.forward (``ordinary`` unused: every row attends alike, in logical order or by SDPA): rows
+        embeds [R, H] at ``positions`` [R] appended to ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm
+        hidden states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
         rows of a pass see only rows before them)."""
         step, start = self.buckets[-1], cache.length
         if embeds.shape[0] <= step:  # every decoding pass: one replay, no concatenation

@@ -172,14 +172,14 @@ def test_our_ar_loop_at_its_fastest_shapes_runs_where_invariance_costs_it(defaul
     from bita.model.loading import LoadedModel
     from bita.plan.tree_plan import TreePlan
     from bita.runtime.lean_llama import LeanLlama
-    from bita.runtime.padded import PaddedLean
+    from bita.runtime.padded import PaddedLean, one_shape
     from bita.runtime.runtime import Runtime
 
     with caplog.at_level(logging.WARNING):
         assert runnable(("ar", "arf", "bita"), default_model) == ("ar", "bita")
     assert "the bench runs without our AR loop, fastest shapes: our AR loop runs at its fastest shapes" in caplog.text
     model = tiny_model("llama")
-    invariant = PaddedLean(LeanLlama(model), graphs=False, invariant_rows=8)
+    invariant = PaddedLean(LeanLlama(model), one_shape(8), graphs=False)
     loaded = LoadedModel(model, default_model.tokenizer, "tiny-llama", Runtime(model, invariant))  # ids < 512
     assert runnable(("ar", "arf", "bita"), loaded) == ("ar", "arf", "bita")
     prompt, plan = random_prompts(1, seed=4)[0], TreePlan(None, "plain AR")

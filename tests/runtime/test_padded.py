@@ -20,7 +20,16 @@ from bita.model.adapter import BitaAdapter
 from bita.runtime import build
 from bita.runtime.invariance import Invariance, probe_row_invariance
 from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
-from bita.runtime.padded import ROW_BUCKETS, Agreement, PaddedLean, Recorded, compare_with_transformers
+from bita.runtime.padded import (
+    FIXED_TILES,
+    ROW_BUCKETS,
+    TRITON_LAYERS,
+    Agreement,
+    PaddedLean,
+    Recorded,
+    compare_with_transformers,
+    one_shape,
+)
 from bita.runtime.runtime import Runtime
 from bita.runtime.static_kv import StaticKV
 from bita.serve.race import race
@@ -95,7 +104,7 @@ def test_the_load_time_check_compares_every_bucket_row_by_row_and_catches_a_wron
     assert all("disagree with transformers' forward" in str(w.message) for w in caught)
 
     def triton_kernels_fail(model, forward):  # Triton kernels that do not build on a GPU they never ran on
-        if forward.layer_kernels:
+        if forward.way.layer_kernels:
             raise RuntimeError("no kernel")
         return agreement
     monkeypatch.setattr(build, "compare_with_transformers", triton_kernels_fail)
@@ -307,12 +316,12 @@ def test_recorded_passes_survive_a_compiled_model_beside_them():
 
 INVARIANT_ROWS = 8  # the invariant passes' rows here (Triton's interpreter runs a program per row and key/value head)
 # the two ways to row-invariant passes: every pass at one shape (cuBLAS), or fixed-tile Triton linears at row buckets
-INVARIANCE = {"one-shape": dict(invariant_rows=INVARIANT_ROWS), "fixed-tiles": dict(triton_linears=True)}
+INVARIANCE = {"one-shape": one_shape(INVARIANT_ROWS), "fixed-tiles": FIXED_TILES}
 
 
 def invariant_runtime(arch: str, dtype: torch.dtype = torch.float32, way: str = "one-shape", **options) -> Runtime:
     model = tiny_model(arch).to(dtype)
-    return Runtime(model, PaddedLean(LeanLlama(model), **{"graphs": False, **INVARIANCE[way], **options}))
+    return Runtime(model, PaddedLean(LeanLlama(model), INVARIANCE[way], **{"graphs": False, **options}))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -335,7 +344,7 @@ def test_the_fastest_shapes_with_triton_layer_kernels_agree_with_transformers():
     """The fastest shapes (SDPA, cuBLAS at row buckets) with Triton's layer kernels in place of transformers'
     operations: what a GPU runs where no row-invariant passes are proved, and our AR loop's fastest baseline."""
     model = tiny_model("llama")
-    forward = PaddedLean(LeanLlama(model), graphs=False, layer_kernels=True)
+    forward = PaddedLean(LeanLlama(model), TRITON_LAYERS, graphs=False)
     assert not forward.exact_rows and forward.buckets == ROW_BUCKETS and "Triton's layer kernels" in forward.describe()
     assert compare_with_transformers(model, forward).within(build.FP32_TOLERANCE)
 
@@ -376,6 +385,6 @@ def test_invariant_graphs_are_recorded_beside_the_fastest_shapes_on_one_buffer()
 def test_invariant_graphs_on_a_gpu_pass_the_probe(dtype):
     """The GPU's own kernels: Triton's attention compiled, CUDA graphs, cuBLAS at one shape per pass."""
     model = tiny_model("llama").to("cuda", dtype)
-    runtime = Runtime(model, PaddedLean(LeanLlama(model), graphs=True, invariant_rows=INVARIANT_ROWS))
+    runtime = Runtime(model, PaddedLean(LeanLlama(model), one_shape(INVARIANT_ROWS)))
     invariance = probe_row_invariance(runtime)
     assert invariance.holds, invariance.describe()
