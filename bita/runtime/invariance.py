@@ -14,40 +14,13 @@ for bit. Many rows, real activations: a single row hides most differences of acc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import torch
 
+from .runtime import Invariance, Runtime
 from .transformers_forward import kv_shapes
-
-if TYPE_CHECKING:  # runtime.py imports this module for Invariance
-    from .runtime import Runtime
 
 PASS_ROWS = (2, 4, 8, 16, 32)  # the rows of the probe's tree passes
 PREFIX, DECODED, PROMPT_SLOTS, MASKS = 24, 16, 4, 3
-
-
-@dataclass(frozen=True)
-class Invariance:
-    """The probe's outcome: rows compared, rows whose logits differed, the largest difference, and per
-    pass (``"prefill"`` or the row count) the rows that differed."""
-
-    rows: int
-    differing: int
-    worst: float
-    by_pass: dict[str, int]
-
-    @property
-    def holds(self) -> bool:
-        return self.rows > 0 and self.differing == 0
-
-    def describe(self) -> str:
-        if self.holds:
-            return f"row-invariant ({self.rows} rows bitwise equal at {', '.join(self.by_pass)} rows)"
-        failing = ", ".join(f"{name}: {count}" for name, count in self.by_pass.items() if count)
-        return (f"not row-invariant: {self.differing} of {self.rows} rows differ from AR (worst logit "
-                f"{self.worst:.2e}; by pass {failing})")
 
 
 def _ar_logits(runtime: Runtime, tokens: torch.Tensor) -> torch.Tensor:

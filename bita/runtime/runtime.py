@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from .device import device_of, machine_key, output_logits
-from .invariance import Invariance
 from .kernel_plan import KernelPlan
 from .kernels import stock_kernels
 from .transformers_forward import Prompts, TransformersForward
@@ -68,6 +67,28 @@ class Forward(Protocol):
                 ordinary: int) -> torch.Tensor:
         """embeds [R, H] at positions [R], appended to ``cache``, seeing allowed [R, cached + R] bool; the first
         ``ordinary`` rows are tokens, the rest mask rows. Returns last hidden states [R, H]."""
+
+
+@dataclass(frozen=True)
+class Invariance:
+    """The row-invariance probe's outcome (invariance.py): rows compared, rows whose logits differed, the largest difference, and per
+    pass (``"prefill"`` or the row count) the rows that differed."""
+
+    rows: int
+    differing: int
+    worst: float
+    by_pass: dict[str, int]
+
+    @property
+    def holds(self) -> bool:
+        return self.rows > 0 and self.differing == 0
+
+    def describe(self) -> str:
+        if self.holds:
+            return f"row-invariant ({self.rows} rows bitwise equal at {', '.join(self.by_pass)} rows)"
+        failing = ", ".join(f"{name}: {count}" for name, count in self.by_pass.items() if count)
+        return (f"not row-invariant: {self.differing} of {self.rows} rows differ from AR (worst logit "
+                f"{self.worst:.2e}; by pass {failing})")
 
 
 @dataclass(frozen=True)
