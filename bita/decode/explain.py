@@ -53,8 +53,8 @@ class Alternative:
 class RowVerdict:
     """The verifier's row that chose one emitted token.
 
-    chosen: the emitted token. top: the TOP_K highest logits, best first (the chosen token among them when
-    greedy). rejected: the drafts checked at this row and turned down, in the order the walk tried them (the
+    chosen: the emitted token. top: the TOP_K highest logits, best first, the chosen token first among equal
+    logits (so greedy, it is the first). rejected: the drafts checked at this row and turned down, in the order the walk tried them (the
     drafts that lost to the bonus, or the siblings of the accepted draft). entropy: nats, of the distribution
     the token was chosen from. rounding: the logit gap rounding may close here (``rounding_gap``).
     """
@@ -107,8 +107,9 @@ def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence
                                              for t in range(kinds))
         found = [Alternative(int(i), logit, prob, raw_prob)
                  for i, logit, prob, raw_prob in zip(ids, logit_row, prob_row, raw_row)]
-        verdicts.append(RowVerdict(found[k], tuple(found[:k]), tuple(found[k + 1:k + 1 + len(drafts)]),
-                                   packed[kinds * rows * size + e], rounding_gap(found[0].logit, dtype)))
+        top = sorted(found[:k], key=lambda a: (-a.logit, a.token != found[k].token))  # at a tie the chosen first
+        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]),
+                                   packed[kinds * rows * size + e], rounding_gap(top[0].logit, dtype)))
     return verdicts
 
 

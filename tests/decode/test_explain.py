@@ -34,6 +34,16 @@ def test_greedy_verdicts_give_the_top_k_of_the_softmax_the_runner_up_and_the_ent
     assert not first.near_tie and second.near_tie and second.runner_up.token == 5 and second.rejected == ()
 
 
+def test_at_an_exact_tie_the_chosen_token_comes_first_and_the_other_is_the_runner_up():
+    """bf16 logits tie exactly (its steps are 0.125 at 20), and argmax and top-k may break the tie differently
+    (a real run: argmax took ' (' where top-k put ' -' first): whichever token was chosen comes first."""
+    logits = torch.tensor([[0.0, 20.0, 1.0, 20.0, 2.0, 3.0]], dtype=torch.bfloat16)
+    for chosen, other in ((1, 3), (3, 1)):
+        verdict = row_verdicts(logits, [chosen], [[]], GREEDY, torch.bfloat16)[0]
+        assert [a.token for a in verdict.top[:2]] == [chosen, other] and verdict.runner_up.token == other
+    assert verdict.logit_margin == 0 and verdict.prob_margin == 0 and verdict.near_tie
+
+
 def test_near_ties_are_the_benchmarks_rule_in_the_models_dtype():
     """Half a logit apart at a top logit of 20: within bf16 rounding, far outside fp32's."""
     logits = torch.tensor([[20.0, 19.5, 0.0, 0.0, 0.0, 0.0]])
