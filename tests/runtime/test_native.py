@@ -275,3 +275,83 @@ def test_each_wrapper_refuses_a_tensor_it_cannot_take(misuse):
 @needs_native
 def test_pack_leaves_a_weight_it_cannot_pack_to_the_other_paths():
     assert native.pack(torch.randn(4, 4, dtype=torch.float64)) is None
+
+
+def tree_allowed(rows: int, context: int) -> torch.Tensor:
+    """allowed [rows, context + rows] of a tree pass after ``context`` cached slots: every row sees the context, its
+    ancestors and itself (row i's parent: i - 1 for even i, i - 2 for odd i, so odd rows are siblings of the row
+    before them), never a sibling."""
+    allowed = torch.zeros(rows, context + rows, dtype=torch.bool)
+    allowed[:, :context] = True
+    for row in range(rows):
+        node = row
+        while True:
+            allowed[row, context + node] = True
+            if node == 0:
+                break
+            node = node - 1 if node % 2 == 0 else max(node - 2, 0)
+    return allowed
+
+
+def check_attention(dtype, kv_heads, groups, dim, context, seed=0):
+    """A 16-row tree pass of native.attend against float64 softmax attention (within rounding), and each row against
+    the same row alone in a one-row pass whose logical keys sit elsewhere in a cache of another capacity: bitwise."""
+    generator = torch.Generator().manual_seed(seed)
+    allowed = tree_allowed(16, context)
+    width = allowed.shape[1]
+    keys, values = (torch.randn(kv_heads, width + 5, dim, generator=generator).to(dtype) for _ in range(2))
+    query = torch.randn(16, kv_heads * groups, dim, generator=generator).to(dtype)
+    out = native.attend(query, keys, values, allowed)
+    wide_keys, wide_values = (cache[:, :width].double().repeat_interleave(groups, 0) for cache in (keys, values))
+    scores = torch.einsum("rhd,hkd->rhk", query.double(), wide_keys) * dim ** -0.5
+    expected = torch.einsum("rhk,hkd->rhd", scores.masked_fill(~allowed[:, None], float("-inf")).softmax(-1),
+                            wide_values)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.double(), expected, atol=tolerance, rtol=tolerance)
+    for row in range(16):
+        slots = allowed[row].nonzero()[:, 0]
+        capacity, at = len(slots) + 40, 7  # its keys from slot 7 on, other keys before and after
+        alone_keys, alone_values = (torch.randn(kv_heads, capacity, dim, generator=generator).to(dtype) for _ in range(2))
+        alone_keys[:, at:at + len(slots)], alone_values[:, at:at + len(slots)] = keys[:, slots], values[:, slots]
+        sees = torch.zeros(1, at + len(slots) + 3, dtype=torch.bool)
+        sees[0, at:at + len(slots)] = True
+        alone = native.attend(query[row:row + 1], alone_keys, alone_values, sees)[0]
+        assert torch.equal(alone.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                           out[row].view(torch.int16 if dtype == torch.bfloat16 else torch.int32)), (context, row)
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("kv_heads", "groups", "dim"), [(3, 3, 64), (2, 5, 128), (1, 8, 32), (2, 2, 16)])
+def test_native_attention_is_attention_and_a_tree_row_is_bitwise_its_ar_row(dtype, kv_heads, groups, dim):
+    """Rows seeing their ancestors only (different visible subsets), 0 to 1000 cached slots (tiles of keys cut
+    anywhere), 1 and 2 threads (the split of the work never changes a row)."""
+    if dim % native._limits.lanes:
+        pytest.skip(f"a head of {dim} is off this build's {native._limits.lanes} lanes")
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            for context in (0, 1, 7, 47, 300, 1000):
+                check_attention(dtype, kv_heads, groups, dim, context)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_native
+@pytest.mark.parametrize("march", ["haswell", "skylake-avx512"])
+def test_native_attention_of_each_isa_build(monkeypatch, tmp_path, march):
+    """The AVX2 build and the AVX-512 one without AVX512-BF16 (bf16 keys widened), where this CPU runs them: the same
+    checks as above (their sums are in another order than this machine's native build: each is checked on its own)."""
+    if march == "skylake-avx512" and "avx512f" not in native.cpu_info().get("flags", "").split():
+        pytest.skip("no AVX-512 here")
+    forget(monkeypatch)
+    monkeypatch.setattr(native, "FLAGS", tuple(f"-march={march}" if flag == "-march=native" else flag
+                                               for flag in native.FLAGS))
+    assert native.unavailable(tmp_path / "native") is None
+    assert native.describe().startswith("avx2" if march == "haswell" else "avx512 (")
+    for dtype in DTYPES:
+        for shape in [(3, 3, 64), (2, 3, 24), (1, 4, 16)]:
+            if not shape[2] % native._limits.lanes:
+                for context in (1, 300, 1000):
+                    check_attention(dtype, *shape, context)
