@@ -25,6 +25,7 @@ from .sampling import Sampling, target_probs
 from .verify import Verification
 
 TOP_K = 5  # alternatives kept per row
+BLOCK = 128  # logits per block in ``top_indices``
 NEAR_TIE_ULPS = 4  # units in the last place at the top logit within which an order is put down to rounding
 
 
@@ -85,31 +86,47 @@ class RowVerdict:
         return near_tie(self.logit_margin, self.rounding)
 
 
+def top_indices(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """The indices [E, k] of the k largest of logits [E, V] per row, largest first (ties in any order). Read
+    through the k blocks of BLOCK logits with the largest maxima, which hold them: on a CPU a max over blocks
+    is vectorised and ``topk`` is not (4x faster over 49,152 logits)."""
+    rows, size = logits.shape
+    if size < k * BLOCK:
+        return logits.topk(k, -1).indices
+    padded = torch.nn.functional.pad(logits, (0, -size % BLOCK), value=-torch.inf)
+    blocks = padded.view(rows, -1, BLOCK).amax(-1).topk(k, -1).indices  # [E, k]
+    candidates = (blocks[:, :, None] * BLOCK + torch.arange(BLOCK, device=logits.device)).flatten(1)  # [E, k * BLOCK]
+    return candidates.gather(1, padded.gather(1, candidates).topk(k, -1).indices)
+
+
 def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence[Sequence[int]],
                  sampling: Sampling, dtype: torch.dtype) -> list[RowVerdict]:
     """[E] verdicts of E verified rows, from their logits [E, V] (any device), the token each chose [E], and
     the drafts each turned down ([E] lists of token ids); ``sampling`` says which distribution chose them,
-    ``dtype`` is the model's (for the near-tie rule). One top-k, one copy back (``tolist``)."""
+    ``dtype`` is the model's (for the near-tie rule). One top-k (``top_indices``), one copy back (``tolist``)."""
     raw = logits.float()
-    raw_probs = torch.softmax(raw, -1)
-    probs = raw_probs if sampling.greedy else target_probs(raw, sampling)
+    log_probs = torch.log_softmax(raw, -1)
+    raw_probs = log_probs.exp()
+    if sampling.greedy:
+        probs, entropy = raw_probs, -(raw_probs * log_probs).sum(-1)
+    else:
+        probs = target_probs(raw, sampling)
+        entropy = torch.special.entr(probs).sum(-1)
     k, width = min(TOP_K, raw.shape[-1]), max(map(len, rejected), default=0)
     asked = [[token, *drafts, *[token] * (width - len(drafts))] for token, drafts in zip(chosen, rejected)]
-    columns = torch.cat([raw.topk(k, -1).indices, torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
-    values = torch.stack([columns.double()] + [table.gather(1, columns).double() for table in (raw, probs, raw_probs)])
-    # greedy: H = log Z - E_p[logit] (a log over the vocabulary costs more than the rest of a row's verdict)
-    entropy = torch.logsumexp(raw, -1) - (probs * raw).sum(-1) if sampling.greedy else torch.special.entr(probs).sum(-1)
-    packed = torch.cat([values.flatten(), entropy.double()]).tolist()  # [4, E, C], [E]
-    kinds, rows, size = values.shape
+    columns = torch.cat([top_indices(raw, k), torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
+    size = columns.shape[1]  # k + 1 + width: the top k, the chosen token, the drafts turned down (padded)
+    # ids (exact in float32: vocabularies hold far fewer than 2**24 tokens), logits, probs, raw probs, entropy
+    values = [columns.float()] + [table.gather(1, columns) for table in (raw, probs, raw_probs)] + [entropy[:, None]]
+    rows = torch.cat(values, 1).tolist()  # [E, 4 * size + 1]: the one copy back
     verdicts = []
-    for e, drafts in enumerate(rejected):
-        ids, logit_row, prob_row, raw_row = (packed[(t * rows + e) * size:(t * rows + e + 1) * size]
-                                             for t in range(kinds))
+    for row, drafts in zip(rows, rejected):
+        ids, logit_row, prob_row, raw_row = (row[t * size:(t + 1) * size] for t in range(4))
         found = [Alternative(int(i), logit, prob, raw_prob)
                  for i, logit, prob, raw_prob in zip(ids, logit_row, prob_row, raw_row)]
         top = sorted(found[:k], key=lambda a: (-a.logit, a.token != found[k].token))  # at a tie the chosen first
-        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]),
-                                   packed[kinds * rows * size + e], rounding_gap(top[0].logit, dtype)))
+        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]), row[-1],
+                                   rounding_gap(top[0].logit, dtype)))
     return verdicts
 
 
