@@ -15,6 +15,7 @@ that is a gap of about 1e-5 (practically never); in bf16 about 0.6 at a top logi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -93,7 +94,7 @@ def top_indices(logits: torch.Tensor, k: int) -> torch.Tensor:
     rows, size = logits.shape
     if size < k * BLOCK:
         return logits.topk(k, -1).indices
-    padded = torch.nn.functional.pad(logits, (0, -size % BLOCK), value=-torch.inf)
+    padded = torch.nn.functional.pad(logits, (0, -size % BLOCK), value=-torch.inf) if size % BLOCK else logits
     blocks = padded.view(rows, -1, BLOCK).amax(-1).topk(k, -1).indices  # [E, k]
     candidates = (blocks[:, :, None] * BLOCK + torch.arange(BLOCK, device=logits.device)).flatten(1)  # [E, k * BLOCK]
     return candidates.gather(1, padded.gather(1, candidates).topk(k, -1).indices)
@@ -105,27 +106,28 @@ def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence
     the drafts each turned down ([E] lists of token ids); ``sampling`` says which distribution chose them,
     ``dtype`` is the model's (for the near-tie rule). One top-k (``top_indices``), one copy back (``tolist``)."""
     raw = logits.float()
-    log_probs = torch.log_softmax(raw, -1)
-    raw_probs = log_probs.exp()
-    if sampling.greedy:
-        probs, entropy = raw_probs, -(raw_probs * log_probs).sum(-1)
-    else:
-        probs = target_probs(raw, sampling)
-        entropy = torch.special.entr(probs).sum(-1)
+    log_raw = torch.log_softmax(raw, -1)  # [E, V]
+    tables = [raw, log_raw] + ([] if sampling.greedy else [target_probs(raw, sampling)])  # sampled: drawn from
     k, width = min(TOP_K, raw.shape[-1]), max(map(len, rejected), default=0)
     asked = [[token, *drafts, *[token] * (width - len(drafts))] for token, drafts in zip(chosen, rejected)]
     columns = torch.cat([top_indices(raw, k), torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
     size = columns.shape[1]  # k + 1 + width: the top k, the chosen token, the drafts turned down (padded)
-    # ids (exact in float32: vocabularies hold far fewer than 2**24 tokens), logits, probs, raw probs, entropy
-    values = [columns.float()] + [table.gather(1, columns) for table in (raw, probs, raw_probs)] + [entropy[:, None]]
-    rows = torch.cat(values, 1).tolist()  # [E, 4 * size + 1]: the one copy back
+    # ids (exact in float32: vocabularies hold far fewer than 2**24 tokens), then each table's values
+    values = [columns.float()] + [table.gather(1, columns) for table in tables]
+    if sampling.greedy:  # entropy = log Z - E_p[logit]: E_p[logit] made in log_raw's place (a new [E, V] costs)
+        spread = log_raw.exp_().mul_(raw).sum(-1)
+    else:
+        spread = torch.special.entr(tables[-1]).sum(-1)  # the entropy itself
+    rows = torch.cat(values + [spread[:, None]], 1).tolist()  # [E, (1 + len(tables)) * size + 1]: one copy back
     verdicts = []
     for row, drafts in zip(rows, rejected):
-        ids, logit_row, prob_row, raw_row = (row[t * size:(t + 1) * size] for t in range(4))
+        ids, logit_row, log_raw_row, *drawn = (row[t * size:(t + 1) * size] for t in range(1 + len(tables)))
+        raw_row = [math.exp(value) for value in log_raw_row]
         found = [Alternative(int(i), logit, prob, raw_prob)
-                 for i, logit, prob, raw_prob in zip(ids, logit_row, prob_row, raw_row)]
+                 for i, logit, prob, raw_prob in zip(ids, logit_row, drawn[0] if drawn else raw_row, raw_row)]
         top = sorted(found[:k], key=lambda a: (-a.logit, a.token != found[k].token))  # at a tie the chosen first
-        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]), row[-1],
+        entropy = row[-1] if drawn else logit_row[k] - log_raw_row[k] - row[-1]  # log Z = logit - log p, any token
+        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]), entropy,
                                    rounding_gap(top[0].logit, dtype)))
     return verdicts
 
