@@ -23,7 +23,8 @@ import torch
 from ..decode.sampling import Sampling
 from ..decode.stopping import make_stop
 from ..generate import RunResult, check_sampling, validate_request
-from ..model.loading import DEFAULT_MODEL, DEFAULT_NAME, LoadedModel, cache_root, gguf_of
+from ..model.loading import DEFAULT_MODEL, DEFAULT_NAME, LoadedModel, gguf_of
+from ..package_data import cache_root
 from ..runtime.device import timed
 
 LLAMACPP = "llama_cpp"  # llama-cpp-python's module

@@ -19,6 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
 from ..errors import BitaError
+from ..package_data import cache_root
 from ..runtime.build import make_runtime
 from ..runtime.runtime import Runtime
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
@@ -67,10 +68,6 @@ class LoadedModel:
         if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
             ids.append(self.tokenizer.eos_token_id)
         return ids
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("BITA_CACHE", Path.home() / ".cache" / "bita"))
 
 
 def default_gguf_path() -> Path:

@@ -25,8 +25,9 @@ from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import DraftTree, parse_tree_spec
 from ..errors import BitaError
 from ..model.adapter import BitaAdapter
-from ..model.loading import LoadedModel, cache_root
+from ..model.loading import LoadedModel
 from ..model.rank_stats import stored_ranks
+from ..package_data import cache_root
 from ..runtime.measured import measured
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs

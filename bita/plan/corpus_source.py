@@ -22,7 +22,7 @@ import numpy as np
 
 from ..drafts.corpus import CorpusIndex
 from ..errors import BitaError
-from ..model.loading import cache_root
+from ..package_data import cache_root
 from ..model.samples import MANIFEST_FILE, read_samples
 from ..package_data import PACKAGE
 

@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..package_data import cache_root
 from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c", "native_layer.c"))
@@ -83,7 +84,6 @@ def _compiler() -> str | None:
 
 def _cache_folder() -> Path:
     """The bita cache's ``native/`` folder, where kernels.py keeps the library beside the kernel plans."""
-    from ..model.loading import cache_root  # imported here: loading.py imports the runtime, this module included
     from .kernels import NATIVE_FOLDER
     return cache_root() / NATIVE_FOLDER
 
