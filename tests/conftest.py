@@ -74,15 +74,17 @@ def windowed_tiny(request):
     return tiny_model(request.param)
 
 
-def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None) -> Runtime:
+def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None,
+                 path: str | None = None) -> Runtime:
     """The runtime of a tiny model (``model``, else ``tiny_model(arch)``) in ``dtype`` on our kernels, every
-    linear on one path (oneDNN's packed where this CPU packs that dtype) as a measured plan would have it, and
-    on the lean forward where ``lean`` and its architecture has one (else transformers' path, our attention)."""
+    linear on one path (``path``, else oneDNN's packed where this CPU packs that dtype) as a measured plan would
+    have it, and on the lean forward where ``lean`` and its architecture has one (else transformers' path, our
+    attention)."""
     from bita.runtime.build import prepare
     from bita.runtime.kernel_plan import PACKED, STOCK, KernelPlan, pack
 
     model = (model if model is not None else tiny_model(arch)).to(dtype)
-    path = PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK
+    path = path or (PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK)
     return prepare(model, "auto", plan=KernelPlan(path, path), lean=lean)
 
 

@@ -6,6 +6,8 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
 - TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
 - PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``);
 - NATIVE: W packed once into native.py's tiles of 32 outputs (row-invariant by construction), where it builds;
+- AMX: W packed once into native_amx.c's blocks for Intel's AMX tiles (bf16, row-invariant by construction), where
+  the CPU has AMX-BF16 and native.py builds it;
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
   padded.py, never timed here).
 
@@ -47,9 +49,9 @@ from . import native
 from .device import machine_key, median_seconds
 from .measured import MIN_GAIN, measured
 
-STOCK, TRANSPOSED, PACKED, NATIVE = "stock", "transposed", "packed", "native"
+STOCK, TRANSPOSED, PACKED, NATIVE, AMX = "stock", "transposed", "packed", "native", "amx"
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
-PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, TRITON)
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, AMX, TRITON)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 REPEATS = 5
@@ -59,7 +61,7 @@ PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
 FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
 _floors: dict[tuple, int] = {}  # row_floor's measurements in this process
-_said: set[str] = set()  # why the native path cannot run, said once a process
+_said: set[str] = set()  # why the native or AMX path cannot run, said once a process
 logger = logging.getLogger(__name__)
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
@@ -96,8 +98,9 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tuple[str, ...]:
     """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
-    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype; where the
-    native path cannot run, one line (logged once) says why."""
+    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, AMX where its
+    kernel runs here too and the weight is bf16; where the native path cannot run, one warning (logged once) says
+    why, and where the AMX path cannot, one info line."""
     paths = [STOCK, TRANSPOSED]
     if torch.backends.mkldnn.is_available() and pack(weight) is not None:
         paths.append(PACKED)
@@ -107,30 +110,39 @@ def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tu
     elif why is not None and why not in _said:
         _said.add(why)
         logger.warning("%s; the kernel plan chooses among %s", why, ", ".join(paths))
+    why_not_amx = native.amx_unavailable()
+    if why_not_amx is None and weight.dtype in native.AMX_DTYPES:
+        paths.append(AMX)
+    elif why is None and why_not_amx is not None and why_not_amx not in _said:
+        _said.add(why_not_amx)
+        logger.info("%s; the kernel plan offers no AMX path", why_not_amx)
     return tuple(paths)
 
 
 def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
     """The copy of ``weight`` [out, in] that ``path`` reads, made once: TRANSPOSED [in, out] contiguous, PACKED
-    oneDNN's blocked layout, NATIVE native.py's tiles; None for STOCK (the weight itself)."""
+    oneDNN's blocked layout, NATIVE native.py's tiles, AMX native_amx.c's blocks; None for STOCK (the weight
+    itself)."""
     if path == TRANSPOSED:
         return weight.detach().t().contiguous()
-    return pack(weight) if path == PACKED else native.pack(weight) if path == NATIVE else None
+    if path in (NATIVE, AMX):
+        return native.pack(weight, path)
+    return pack(weight) if path == PACKED else None
 
 
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None,
              floor: int = 1, residual: torch.Tensor | None = None) -> torch.Tensor:
     """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``, plus ``residual`` ([..., out])
-    where given: the product rounded to the dtype, then added (the native and Triton paths add it as they store
-    the product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
+    where given: the product rounded to the dtype, then added (the native, AMX and Triton paths add it as they
+    store the product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
     path may round a row differently (``row_floor``)."""
     rows = x.numel() // x.shape[-1]
     if rows < floor:
         flat = x.reshape(rows, x.shape[-1])
         padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
         out = run_path(path, padded, weight, bias, copy)[:rows].reshape(*x.shape[:-1], -1)
-    elif path == NATIVE:
-        return native.linear(x, copy, bias, weight.shape[0], None if residual is None else residual.contiguous())
+    elif path in (NATIVE, AMX):
+        return native.linear(x, copy, bias, weight.shape[0], None if residual is None else residual.contiguous(), path)
     elif path == TRITON:
         from . import triton_linear  # Triton: only where a GPU's row-invariant passes ask for it
         return triton_linear.linear(x, weight, bias, None if residual is None else residual.contiguous())

@@ -7,6 +7,11 @@ oneDNN's and BLAS's products read a one-row pass's weights at about half the mem
 each weight once into contiguous tiles of 32 outputs and sums each output in vector lanes in the order of k, so
 a pass streams every weight once and a row's result does not depend on the pass's other rows.
 
+native_amx.c computes the same linears in bf16 on Intel's AMX tiles (TDPBF16PS: 16 rows x 16 outputs x 32 inputs an
+instruction), each row's sums in an order fixed by the row alone, so that a tree pass's 16 rows cost about what one
+row costs; it is compiled into the library only where the compiler's -march=native enables AMX-BF16, and runs once
+Linux grants the process the tiles (``amx_unavailable`` says why not, in one line).
+
 native_layer.c does a layer's elementwise work (RMSNorm, rotary, SiLU x up) in one call each, and a linear adds
 the residual as it stores its output.
 
@@ -42,6 +47,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -49,9 +55,12 @@ import torch
 from ..package_data import cache_root
 from .device import cpu_info
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("native_linear.c", "native_attention.c", "native_layer.c"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
+AMX_DTYPES = (torch.bfloat16,)
+AMX_BLOCK, AMX_CHUNK = 16, 32  # native_amx.c's packing: blocks of 16 outputs, chunks of 32 inputs
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")  # part of the library's name
 COMPILE_TIMEOUT = 300  # seconds a compile may take (about 3 here) before it is stopped and counts as failed
 ROTARY_MAX_DIM = 512  # the longest head native_layer.c's rotary takes (its float rotated[512])
@@ -75,6 +84,7 @@ class CompileError(RuntimeError):
 _library: ctypes.CDLL | None = None
 _limits: Limits | None = None
 _failure: str | None = None
+_amx_failure: str | None = None  # why the AMX path cannot run here ("" once it was found to run)
 
 
 def _compiler() -> str | None:
@@ -184,16 +194,18 @@ def _load(target: Path) -> ctypes.CDLL:
     """The library ``target`` loaded, its functions' argument types declared."""
     library = ctypes.CDLL(str(target))
     pointer, integer = ctypes.c_void_p, ctypes.c_int
-    for name in ("bita_linear_bf16", "bita_linear_f32"):
-        getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
+    for name in ("bita_linear_bf16", "bita_linear_f32", "bita_amx_linear"):
+        if hasattr(library, name):  # bita_amx_linear: where the compiler enabled AMX-BF16
+            getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
     for name in ("bita_rms_norm_bf16", "bita_rms_norm_f32"):
         getattr(library, name).argtypes = [pointer] * 3 + [integer] * 3 + [ctypes.c_float, integer]
     for name in ("bita_rotary_bf16", "bita_rotary_f32"):
         getattr(library, name).argtypes = [pointer] * 3 + [integer] * 5
     for name in ("bita_silu_mul_bf16", "bita_silu_mul_f32"):
         getattr(library, name).argtypes = [pointer] * 2 + [integer] * 3
-    for name in ("bita_pack_bf16", "bita_pack_f32"):
-        getattr(library, name).argtypes = [pointer] * 2 + [integer] * 2
+    for name in ("bita_pack_bf16", "bita_pack_f32", "bita_amx_pack"):
+        if hasattr(library, name):
+            getattr(library, name).argtypes = [pointer] * 2 + [integer] * 2
     for name in ("bita_attend_bf16", "bita_attend_f32"):
         getattr(library, name).argtypes = [pointer] * 5 + [integer] * 6 + [ctypes.c_float, integer]
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
@@ -224,6 +236,21 @@ def unavailable(directory: Path | None = None) -> str | None:
     return _failure
 
 
+def amx_unavailable() -> str | None:
+    """Why the AMX path (native_amx.c) cannot run here (None: it can): the native library must load, hold the AMX
+    code (the compiler enabled AMX-BF16 for this CPU) and Linux must grant this process the tiles' state (asked once
+    a process)."""
+    global _amx_failure
+    if _amx_failure is None:
+        why = unavailable()
+        status = _library.bita_amx_enable() if why is None else 0
+        _amx_failure = why or ("the AMX kernel is not built: the compiler's -march=native does not enable AMX-BF16 here"
+                               if status < 0 else
+                               f"Linux refused this process the AMX tiles (arch_prctl: {os.strerror(status)})"
+                               if status > 0 else "")
+    return _amx_failure or None
+
+
 def describe() -> str:
     """The SIMD code the native path runs, e.g. 'avx512-bf16' (``unavailable()`` first)."""
     return _library.bita_isa().decode() if _library is not None else "unavailable"
@@ -245,17 +272,39 @@ def _packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
     return -(-rows // _limits.tile) * depth * _limits.tile
 
 
-def pack(weight: torch.Tensor) -> torch.Tensor | None:
-    """``weight`` [N, K] (bf16 or float32, on the CPU) packed for ``linear`` (flat, in the weight's dtype), or None
-    where the native path cannot run it."""
-    if weight.dtype not in DTYPES or not weight.is_cpu or unavailable() is not None:
+def _amx_packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
+    """Elements of ``amx_pack``'s copy of a weight [rows, columns]: whole blocks of outputs and chunks of inputs."""
+    return -(-rows // AMX_BLOCK) * AMX_BLOCK * -(-columns // AMX_CHUNK) * AMX_CHUNK
+
+
+class _Kernel(NamedTuple):
+    """A linear kernel of the library: why it cannot run here, the dtypes it takes, its packed copy's size and its
+    C functions ({} the dtype's suffix)."""
+
+    unavailable: Callable[[], str | None]
+    dtypes: tuple[torch.dtype, ...]
+    packed_size: Callable[[int, int, torch.dtype], int]
+    pack: str
+    linear: str
+
+
+_KERNELS = {"native": _Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "bita_linear_{}"),
+            "amx": _Kernel(amx_unavailable, AMX_DTYPES, _amx_packed_size, "bita_amx_pack", "bita_amx_linear")}
+
+
+def pack(weight: torch.Tensor, kernel: str = "native") -> torch.Tensor | None:
+    """``weight`` [N, K] (bf16 or float32, on the CPU) packed for ``linear`` by ``kernel`` ("native":
+    native_linear.c's tiles; "amx": native_amx.c's blocks, bf16 only), flat in the weight's dtype; None where that
+    kernel cannot run it."""
+    spec = _KERNELS[kernel]
+    if weight.dtype not in spec.dtypes or not weight.is_cpu or spec.unavailable() is not None:
         return None
     if weight.dim() != 2:
         raise ValueError(f"native.pack takes a weight [out, in], not {_shown(weight)}")
     rows, columns = weight.shape
-    packed = torch.empty(_packed_size(rows, columns, weight.dtype), dtype=weight.dtype)
+    packed = torch.empty(spec.packed_size(rows, columns, weight.dtype), dtype=weight.dtype)
     source = weight.detach().contiguous()
-    getattr(_library, f"bita_pack_{_suffix(weight.dtype)}")(source.data_ptr(), packed.data_ptr(), rows, columns)
+    getattr(_library, spec.pack.format(_suffix(weight.dtype)))(source.data_ptr(), packed.data_ptr(), rows, columns)
     return packed
 
 
@@ -265,16 +314,20 @@ def _suffix(dtype: torch.dtype) -> str:
 
 
 def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int,
-           residual: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed;
-    with ``residual`` (contiguous, the output's shape) residual + that, the product rounded to the dtype first."""
-    shape, dtype = x.shape, x.dtype
-    if dtype not in DTYPES or not x.is_cpu or not shape:
-        raise ValueError(f"native.linear takes x [..., in] in bf16 or float32 on the CPU, not {_shown(x)}")
+           residual: torch.Tensor | None = None, kernel: str = "native") -> torch.Tensor:
+    """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed
+    for ``kernel``; with ``residual`` (contiguous, the output's shape) residual + that, the product rounded to the
+    dtype first."""
+    spec, shape, dtype = _KERNELS[kernel], x.shape, x.dtype
+    if dtype not in spec.dtypes or not x.is_cpu or not shape:
+        raise ValueError(f"native.linear ({kernel}) takes x [..., in] in "
+                         f"{' or '.join(map(str, spec.dtypes))} on the CPU, not {_shown(x)}")
+    if spec.unavailable() is not None:
+        raise ValueError(f"native.linear ({kernel}) cannot run here: {spec.unavailable()}")
     columns, out_shape = shape[-1], (*shape[:-1], out_features)
-    if not _fits(packed, dtype, (_packed_size(out_features, columns, dtype),)):
-        raise ValueError(f"native.linear: packed is not pack()'s copy of a {dtype} weight [{out_features}, {columns}]: "
-                         f"{_shown(packed)}")
+    if not _fits(packed, dtype, (spec.packed_size(out_features, columns, dtype),)):
+        raise ValueError(f"native.linear: packed is not pack()'s copy of a {dtype} weight [{out_features}, {columns}] "
+                         f"for the {kernel} kernel: {_shown(packed)}")
     if bias is not None and (not bias.is_cpu or bias.shape != (out_features,)):
         raise ValueError(f"native.linear: bias must be [{out_features}] on the CPU, not {_shown(bias)}")
     if residual is not None and not _fits(residual, dtype, out_shape):
@@ -285,7 +338,7 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
     out = torch.empty(rows, out_features, dtype=dtype)
     if rows:
         bias32 = bias.detach().float().contiguous() if bias is not None else None
-        getattr(_library, f"bita_linear_{_suffix(dtype)}")(
+        getattr(_library, spec.linear.format(_suffix(dtype)))(
             flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
             residual.data_ptr() if residual is not None else None, out.data_ptr(), rows, out_features, columns,
             torch.get_num_threads())

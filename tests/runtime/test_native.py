@@ -54,7 +54,7 @@ def forget(monkeypatch):
     """This process as if it had not tried the native kernels yet (the next ``unavailable`` builds or loads): a new
     process, for the test."""
     monkeypatch.delenv(native.SWITCH, raising=False)
-    for name in ("_library", "_limits", "_failure"):
+    for name in ("_library", "_limits", "_failure", "_amx_failure"):
         monkeypatch.setattr(native, name, None)
 
 
@@ -99,6 +99,8 @@ def test_the_switch_turns_them_off(monkeypatch, tmp_path):
     forget(monkeypatch)
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.unavailable(tmp_path) == "the native kernels are off (BITA_NATIVE=0)"
+    assert native.amx_unavailable() == "the native kernels are off (BITA_NATIVE=0)"  # the AMX kernel with them
+    assert native.pack(torch.randn(4, 4).bfloat16(), "amx") is None
     assert not list(tmp_path.iterdir())  # nothing built
 
 
