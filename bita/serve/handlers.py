@@ -120,7 +120,7 @@ class ModelHandlers:
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
-        message box, inspected answer, 5 pass views, 3 answer figures); the last 9 only at the end."""
+        message box, inspected answer, 6 pass views, 3 answer figures); the last 10 only at the end."""
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
@@ -146,7 +146,7 @@ class ModelHandlers:
 
         for _ in throttled(progress(), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield *answer_view(), updated, "", *([gr.skip()] * 9)
+            yield *answer_view(), updated, "", *([gr.skip()] * 10)
         shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
         records = [r for t in updated.turns for r in t.records]
         yield (*answer_view(), updated, "", -1, *self.inspector.pass_views(updated, -1, shown),

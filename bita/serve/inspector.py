@@ -1,7 +1,8 @@
 """The inspector: one forward pass of an answer at a time, and the handlers that move it.
 
 Each view is (pass slider, draft tree figure, the pass's verification in sentences with the next
-pass's drafts, attention figure, the top alternatives of one of its tokens). The handlers read the
+pass's drafts, attention figure, the top alternatives of one of its tokens, and how that token was drawn
+where the answer sampled). The handlers read the
 session's ``Conversation`` and which answer is inspected (``turn_index``; -1: the last).
 """
 
@@ -14,6 +15,7 @@ from viz.attention import attention_figure
 from viz.draft_tree import draft_tree_figure
 from viz.explain import next_drafts_table, verification_steps
 from viz.notice import notice_figure
+from viz.warp import warp_views
 
 from .engine import Engine
 from .session import Conversation
@@ -32,7 +34,7 @@ class Inspector:
         turns = conversation.turns
         if not turns or not turns[turn_index].records:
             empty = notice_figure("Send a message: each forward pass of the answer shows here.")
-            return gr.skip(), empty, "", empty, empty
+            return gr.skip(), empty, "", empty, empty, empty
         turn = turns[turn_index]
         last = len(turn.records) - 1
         index = max(0, min(int(index), last))
@@ -41,20 +43,22 @@ class Inspector:
                            label=f"forward pass of answer {turn_index % len(turns) + 1}")
         tree = draft_tree_figure(record, self.engine.decode)
         decode = self.engine.decode
-        parts = [f"**Pass {record.index}**", *verification_steps(record, decode), next_drafts_table(record, decode)]
+        warp, race = warp_views(record, slot, decode)
+        parts = [f"**Pass {record.index}**", *verification_steps(record, decode), race,
+                 next_drafts_table(record, decode)]
         story = "\n\n".join(part for part in parts if part)
         alternatives = alternatives_figure(record, slot, decode)
         if record.attention is None:
             return slider, tree, story, notice_figure(f"Pass {record.index} is a plain AR pass: one row, causal "
-                                                      "attention."), alternatives
-        return slider, tree, story, attention_figure(record, decode, turn.context(index)), alternatives
+                                                      "attention."), alternatives, warp
+        return slider, tree, story, attention_figure(record, decode, turn.context(index)), alternatives, warp
 
     def picked_token(self, picked: str, conversation: Conversation) -> tuple:
         """A click on a chat token ("turn:pass:slot:time" from assets/app.js): (inspected answer, the views
         of that answer's pass, with the alternatives of the clicked token)."""
         turn_index, index, slot = (int(part) for part in picked.split(":")[:3])
         if turn_index >= len(conversation.turns):
-            return (gr.skip(),) * 6
+            return (gr.skip(),) * 7
         return turn_index, *self.pass_views(conversation, turn_index, index, slot)
 
     def stepped(self, by: int):

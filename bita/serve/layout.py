@@ -55,14 +55,17 @@ class InspectorPanel:
     passes_plot: gr.Plot
     pass_story: gr.Markdown
     alternatives_plot: gr.Plot
+    warp_plot: gr.Plot
     attention_plot: gr.Plot
     depth_plot: gr.Plot
     forecast_plot: gr.Plot
 
     @property
     def views(self) -> list:
-        """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention, a token's alternatives."""
-        return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot, self.alternatives_plot]
+        """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention, a token's alternatives and
+        how it was drawn."""
+        return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot, self.alternatives_plot,
+                self.warp_plot]
 
     @property
     def answer_views(self) -> list:
@@ -174,13 +177,15 @@ def inspector_panel() -> InspectorPanel:
             pass_story = gr.Markdown(min_width=340)
             alternatives_plot = gr.Plot(label="why this token: the verifier's top 5 (click a token in the chat)",
                                         min_width=340, elem_id="alternatives-plot")
+        warp_plot = gr.Plot(label="how a sampled token was drawn: the warp and the cut (click a token)",
+                            elem_id="warp-plot")
         attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
         with gr.Row():
             depth_plot = gr.Plot(label="acceptance per depth", min_width=340, elem_id="depth-plot")
             forecast_plot = gr.Plot(label="what auto expected, and what this answer measured", min_width=340,
                                     elem_id="forecast-plot")
     return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story,
-                          alternatives_plot, attention_plot, depth_plot, forecast_plot)
+                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot)
 
 
 def race_tab() -> RaceTab:
