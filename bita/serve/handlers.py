@@ -1,4 +1,4 @@
-"""The handlers that run the model: the chat's streaming answer and the AR-vs-BiTA race.
+"""The handlers that run the model: the chat's streaming answer, a what-if branch of it, and the AR-vs-BiTA race.
 
 Both take the Settings controls last (see ``ModelHandlers.settings_of``) and stream page updates.
 Pass timings never include the page's updates: records time their own passes only.
@@ -9,17 +9,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TypeVar
 
 import gradio as gr
 
 from viz.acceptance import depth_figure, forecast_figure
+from viz.branch import branch_html
 from viz.notice import notice_figure
 from viz.passes import tokens_per_pass_figure
 from viz.race import race_figure
 from viz.tokens import legend_html, output_html
 
+from ..branch import BranchRecord, check_branch, stream_branch
 from ..decode.records import StepRecord
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
@@ -32,7 +33,7 @@ from .engine import Engine
 from .inspector import Inspector
 from .race import race
 from .reports import race_table, status_line
-from .session import Conversation, Turn
+from .session import BRANCH, Conversation, Settings, Turn
 
 T = TypeVar("T")
 
@@ -65,16 +66,6 @@ def shown_on_page() -> Iterator[None]:
         raise gr.Error(str(error)) from None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What one request runs with: the adapter, its tree plan, the answer's length and the sampling."""
-
-    adapter: BitaAdapter
-    plan: TreePlan
-    max_new_tokens: int
-    sampling: Sampling
-
-
 def seed_of(text: str | int | None) -> int | None:
     """The seed typed in the settings box: None when blank (a new one per answer); BitaError unless
     a whole number (the range is ``Sampling``'s to check)."""
@@ -82,6 +73,11 @@ def seed_of(text: str | int | None) -> int | None:
     if seed and not seed.isdigit():
         raise BitaError(f"seed must be a whole number (or blank: a new one per answer), not {seed!r}")
     return int(seed) if seed else None
+
+
+def best_pass(records: list[StepRecord]) -> int:
+    """The index of the pass that accepted most (the latest of those): where the inspector opens."""
+    return max(range(len(records)), key=lambda i: (len(records[i].accepted), i))
 
 
 def answer_figures(records: list[StepRecord], plan: TreePlan) -> tuple:
@@ -116,7 +112,8 @@ class ModelHandlers:
                                 seed_of(seed))
             adapter, plan = self.engine.setup(adapter_name or self.engine.default_adapter,
                                               (tree or "auto").strip(), drafts or DEFAULT_DRAFTS, drafting, sampling)
-        return Settings(adapter, plan, int(max_new_tokens), sampling)
+        return Settings(adapter, plan, int(max_new_tokens), sampling, adapter_name or self.engine.default_adapter,
+                        (tree or "auto").strip(), drafts or DEFAULT_DRAFTS)
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
@@ -126,7 +123,7 @@ class ModelHandlers:
             raise gr.Error("Type a message first.")
         request, engine = self.settings_of(*settings, drafting=True), self.engine
         messages = conversation.messages + [{"role": "user", "content": message}]
-        turn = Turn(encode_chat(engine.loaded.tokenizer, messages))
+        turn = Turn(encode_chat(engine.loaded.tokenizer, messages), settings=request)
         with shown_on_page():
             steps = engine.thread.call(stream_bita, engine.loaded, request.adapter, turn.prompt_ids,
                                        request.max_new_tokens, request.plan, record_attention=True,
@@ -134,23 +131,58 @@ class ModelHandlers:
         updated = Conversation(messages, conversation.turns + [turn])
         earlier = conversation.shown(engine.decode)  # rendered once; each update renders only the new turn
 
-        def progress():
-            for record in engine.thread.iterate(steps):
-                turn.records.append(record)
-                yield record
-
         def answer_view():
             """(chat as shown, plain answer, status line) as the answer stands."""
             return (earlier + updated.shown(engine.decode, since=len(earlier)), engine.text(turn.tokens),
                     status_line(turn.records, request.plan, request.sampling, engine.device))
 
-        for _ in throttled(progress(), UI_INTERVAL_S):
+        for _ in throttled(self.streamed(turn, steps), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
             yield *answer_view(), updated, "", *([gr.skip()] * 10)
-        shown = max(range(len(turn.records)), key=lambda i: (len(turn.records[i].accepted), i))  # best pass, latest
+        shown = best_pass(turn.records)
         records = [r for t in updated.turns for r in t.records]
         yield (*answer_view(), updated, "", -1, *self.inspector.pass_views(updated, -1, shown),
                tokens_per_pass_figure(records), *answer_figures(turn.records, request.plan))
+
+    def streamed(self, turn: Turn, steps: Iterator[StepRecord]) -> Iterator[StepRecord]:
+        """``steps`` run on the model thread, each appended to ``turn``, which is marked streaming until they
+        end or the page stops them (no branch meanwhile)."""
+        turn.streaming = True
+        try:
+            for record in self.engine.thread.iterate(steps):
+                turn.records.append(record)
+                yield record
+        finally:
+            turn.streaming = False
+
+    def branch_record(self, choice, conversation: Conversation, inspected) -> BranchRecord:
+        """The what-if branch ``choice`` ('POSITION:TOKEN') of the inspected answer, checked: gr.Error while
+        an answer streams, for a position past the answer or a token id this tokenizer lacks. Runs no model:
+        the page asks it first, unqueued, so a refusal comes at once and changes nothing."""
+        with shown_on_page():
+            record = conversation.branch_record(inspected, choice)
+            check_branch(record, len(self.engine.loaded.tokenizer))
+        return record
+
+    def branch(self, choice, conversation: Conversation, inspected):
+        """The branch of ``branch_record``, decoded with its answer's settings and streamed: (the original and
+        the branch side by side, its replay record as JSON, conversation, inspected answer, 6 pass views);
+        the last 7 only at the end, when the inspector opens the branch's best pass."""
+        record, engine = self.branch_record(choice, conversation, inspected), self.engine
+        settings = conversation.answer(inspected).settings
+        with shown_on_page():
+            steps = engine.thread.call(stream_branch, engine.loaded, settings.adapter, settings.plan, record,
+                                       record_attention=True, record_verdicts=True)
+        conversation.branch = turn = Turn(record.context, settings=settings)  # replaces the last branch
+
+        def shown() -> str:
+            return branch_html(record.answer_ids, record.position, record.token, turn.records, engine.decode,
+                               BRANCH)
+
+        for _ in throttled(self.streamed(turn, steps), UI_INTERVAL_S):
+            yield shown(), record.to_json(), conversation, *([gr.skip()] * 7)
+        yield (shown(), record.to_json(), conversation, BRANCH,
+               *self.inspector.pass_views(conversation, BRANCH, best_pass(turn.records)))
 
     def side_by_side(self, prompt, *settings):
         """Plain AR and BiTA racing on ``prompt``, one pass each in turn, streamed: (AR text,

@@ -59,6 +59,10 @@ class InspectorPanel:
     attention_plot: gr.Plot
     depth_plot: gr.Plot
     forecast_plot: gr.Plot
+    force_choice: gr.Dropdown
+    force: gr.Button
+    branch_view: gr.HTML
+    replay: gr.Code
 
     @property
     def views(self) -> list:
@@ -179,13 +183,23 @@ def inspector_panel() -> InspectorPanel:
                                         min_width=340, elem_id="alternatives-plot")
         warp_plot = gr.Plot(label="how a sampled token was drawn: the warp and the cut (click a token)",
                             elem_id="warp-plot")
+        with gr.Row():
+            force_choice = gr.Dropdown([], label="what if: force another token here (click a token first)",
+                                       allow_custom_value=True, info="the clicked token's alternatives, or type "
+                                       "POSITION:TOKEN (ids); the branch decodes with the answer's settings",
+                                       elem_id="force-choice", min_width=300)
+            force = gr.Button("Force it and continue", size="sm", min_width=120)
+        branch_view = gr.HTML(elem_id="branch")
+        replay = gr.Code(language="json", label="replay record: python -m bita replay FILE (bita.branch.replay)",
+                         elem_id="replay", lines=3)
         attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
         with gr.Row():
             depth_plot = gr.Plot(label="acceptance per depth", min_width=340, elem_id="depth-plot")
             forecast_plot = gr.Plot(label="what auto expected, and what this answer measured", min_width=340,
                                     elem_id="forecast-plot")
     return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story,
-                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot)
+                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot, force_choice, force,
+                          branch_view, replay)
 
 
 def race_tab() -> RaceTab:
