@@ -18,6 +18,7 @@ from viz.branch import branch_html
 from viz.notice import notice_figure
 from viz.passes import tokens_per_pass_figure
 from viz.race import race_figure
+from viz.speedup import speedup_figure
 from viz.tokens import legend_html, output_html
 
 from ..branch import BranchRecord, check_branch, stream_branch
@@ -28,10 +29,12 @@ from ..errors import BitaError
 from ..generate import stream_ar, stream_bita
 from ..model.adapter import BitaAdapter
 from ..model.loading import encode_chat
+from ..plan.autotree import CostTable
+from ..plan.speedup import answer_point
 from ..plan.tree_plan import TreePlan
 from .engine import Engine
 from .inspector import Inspector
-from .race import race
+from .race import drafted, race, speedup
 from .reports import race_table, status_line
 from .session import BRANCH, Conversation, Settings, Turn
 
@@ -80,11 +83,14 @@ def best_pass(records: list[StepRecord]) -> int:
     return max(range(len(records)), key=lambda i: (len(records[i].accepted), i))
 
 
-def answer_figures(records: list[StepRecord], plan: TreePlan) -> tuple:
-    """One answer's acceptance per depth, and auto's forecast against the tokens/s it measured."""
+def answer_figures(records: list[StepRecord], plan: TreePlan, costs: CostTable, device: str,
+                   raced: float | None = None) -> tuple:
+    """One answer's acceptance per depth, auto's forecast against the tokens/s it measured, and where its speed
+    comes from (its tau and step cost against this machine's pass costs ``costs``; ``raced``: the speedup a race
+    measured)."""
     if plan.tree is None or not any(r.nodes for r in records):
         empty = notice_figure("This answer drafted nothing (plain AR passes): no acceptance to show.")
-        return empty, empty
+        return empty, empty, empty
     tokens, seconds = sum(len(r.emitted) for r in records), sum(r.seconds for r in records)
     if not plan.ranking:
         forecast = notice_figure(f"The tree {plan.spec} was asked for, so auto forecast nothing: choose tree "
@@ -92,7 +98,7 @@ def answer_figures(records: list[StepRecord], plan: TreePlan) -> tuple:
     else:
         forecast = forecast_figure(plan.ranking, plan.ar_tokens_per_second, plan.spec,
                                    tokens / max(seconds, 1e-9), tokens / len(records))
-    return depth_figure(records), forecast
+    return depth_figure(records), forecast, speedup_figure(costs, answer_point(records, costs.ar, raced), device)
 
 
 class ModelHandlers:
@@ -117,7 +123,7 @@ class ModelHandlers:
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
-        message box, inspected answer, 6 pass views, 3 answer figures); the last 10 only at the end."""
+        message box, inspected answer, 6 pass views, 4 answer figures); the last 11 only at the end."""
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
@@ -138,11 +144,12 @@ class ModelHandlers:
 
         for _ in throttled(self.streamed(turn, steps), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
-            yield *answer_view(), updated, "", *([gr.skip()] * 10)
+            yield *answer_view(), updated, "", *([gr.skip()] * 11)
         shown = best_pass(turn.records)
         records = [r for t in updated.turns for r in t.records]
         yield (*answer_view(), updated, "", -1, *self.inspector.pass_views(updated, -1, shown),
-               tokens_per_pass_figure(records), *answer_figures(turn.records, request.plan))
+               tokens_per_pass_figure(records),
+               *answer_figures(turn.records, request.plan, engine.pass_costs(request.adapter), engine.device))
 
     def streamed(self, turn: Turn, steps: Iterator[StepRecord]) -> Iterator[StepRecord]:
         """``steps`` run on the model thread, each appended to ``turn``, which is marked streaming until they
@@ -186,7 +193,7 @@ class ModelHandlers:
 
     def side_by_side(self, prompt, *settings):
         """Plain AR and BiTA racing on ``prompt``, one pass each in turn, streamed: (AR text,
-        BiTA's coloured tokens, race table, race figure)."""
+        BiTA's coloured tokens, race table, race figure, and at the end where the speed came from)."""
         prompt = (prompt or "").strip()
         if not prompt:
             raise gr.Error("Type a prompt first.")
@@ -200,5 +207,8 @@ class ModelHandlers:
                                             RACE_UI_INTERVAL_S):
             yield (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),
                    race_table(ar_lane, bita_lane, request.plan, request.sampling, engine.device),
-                   race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
+                   race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]), gr.skip())
             time.sleep(RACE_SETTLE_S)
+        raced = speedup(bita_lane, ar_lane) if drafted(bita_lane) else None
+        yield (*[gr.skip()] * 4, answer_figures(bita_lane.records, request.plan, engine.pass_costs(request.adapter),
+                                                engine.device, raced)[2])

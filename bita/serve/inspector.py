@@ -14,7 +14,7 @@ from viz.alternatives import alternatives_figure
 from viz.attention import attention_figure
 from viz.branch import force_choices
 from viz.draft_tree import draft_tree_figure
-from viz.explain import next_drafts_table, verification_steps
+from viz.explain import mask_proposals_table, next_drafts_table, verification_steps
 from viz.notice import notice_figure
 from viz.warp import warp_views
 
@@ -45,7 +45,8 @@ class Inspector:
         tree = draft_tree_figure(record, self.engine.decode)
         decode = self.engine.decode
         warp, race = warp_views(record, slot, decode)
-        parts = [f"**Pass {record.index}**", *verification_steps(record, decode), race,
+        proposed = mask_proposals_table(turn.records[index - 1], record, decode) if index else ""
+        parts = [f"**Pass {record.index}**", proposed, *verification_steps(record, decode), race,
                  next_drafts_table(record, decode)]
         story = "\n\n".join(part for part in parts if part)
         alternatives = alternatives_figure(record, slot, decode)

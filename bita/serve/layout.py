@@ -59,6 +59,7 @@ class InspectorPanel:
     attention_plot: gr.Plot
     depth_plot: gr.Plot
     forecast_plot: gr.Plot
+    speedup_plot: gr.Plot
     force_choice: gr.Dropdown
     force: gr.Button
     branch_view: gr.HTML
@@ -73,8 +74,9 @@ class InspectorPanel:
 
     @property
     def answer_views(self) -> list:
-        """What ``answer_figures`` fills: tokens per pass, acceptance per depth, forecast vs measured."""
-        return [self.passes_plot, self.depth_plot, self.forecast_plot]
+        """What ``answer_figures`` fills: tokens per pass, acceptance per depth, forecast vs measured, where the
+        speed comes from."""
+        return [self.passes_plot, self.depth_plot, self.forecast_plot, self.speedup_plot]
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,14 @@ class RaceTab:
     go: gr.Button
     stats: gr.Markdown
     plot: gr.Plot
+    speedup_plot: gr.Plot
     ar_text: gr.Textbox
     bita_view: gr.HTML
 
     @property
     def outputs(self) -> list:
-        """What ``ModelHandlers.side_by_side`` fills: AR text, BiTA tokens, table, figure."""
-        return [self.ar_text, self.bita_view, self.stats, self.plot]
+        """What ``ModelHandlers.side_by_side`` fills: AR text, BiTA tokens, table, figure, where the speed came from."""
+        return [self.ar_text, self.bita_view, self.stats, self.plot, self.speedup_plot]
 
 
 @dataclass(frozen=True)
@@ -197,8 +200,10 @@ def inspector_panel() -> InspectorPanel:
             depth_plot = gr.Plot(label="acceptance per depth", min_width=340, elem_id="depth-plot")
             forecast_plot = gr.Plot(label="what auto expected, and what this answer measured", min_width=340,
                                     elem_id="forecast-plot")
+        speedup_plot = gr.Plot(label="where the speed comes from: tau against step cost", elem_id="speedup-plot")
     return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story,
-                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot, force_choice, force,
+                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot, speedup_plot,
+                          force_choice, force,
                           branch_view, replay)
 
 
@@ -211,4 +216,6 @@ def race_tab() -> RaceTab:
     with gr.Row():
         ar_text = gr.Textbox(label="plain AR", lines=12, min_width=300)
         bita_view = gr.HTML(label="BiTA", min_width=300)
-    return RaceTab(prompt, go, stats, plot, ar_text, bita_view)
+    speedup_plot = gr.Plot(label="where the speed came from: BiTA's tau and step cost, and the speedup raced",
+                           elem_id="race-speedup-plot")
+    return RaceTab(prompt, go, stats, plot, speedup_plot, ar_text, bita_view)
