@@ -14,6 +14,7 @@ from .layout import fit_narrow
 from .palette import BONUS_COLOR
 
 GRID = 60  # points along each axis
+MOST_STEP = 2.5  # the step cost axis reaches this many AR passes (further, if the answer's steps cost more)
 
 
 def axis(low: float, high: float) -> list[float]:
@@ -22,12 +23,12 @@ def axis(low: float, high: float) -> list[float]:
 
 def speedup_figure(costs: CostTable, point: AnswerPoint | None, device: str) -> go.Figure:
     """Contours of tau x AR pass / step over tau (x) and the step's milliseconds (y), the break-even line
-    (1x), a dotted line at each pass shape timed here (its rows), and ``point``: the answer's tau and mean
+    (1x), a dotted line at each pass shape timed here (its rows) within the axis, and ``point``: the answer's tau and mean
     step, hover giving its expected speedup and the race's measured one where a race ran."""
     ar_ms = 1000 * costs.ar
-    passes = [(rows, 1000 * seconds) for rows, seconds in costs.points]
     top_tau = max(4.0, point.tau + 0.5 if point else 0.0)
-    top_ms = 1.15 * max([ms for _, ms in passes] + [1000 * point.step_seconds if point else 0.0])
+    top_ms = max(MOST_STEP * ar_ms, 1.3 * 1000 * point.step_seconds if point else 0.0)
+    passes = [(rows, 1000 * seconds) for rows, seconds in costs.points if 1000 * seconds <= top_ms]
     taus, steps = axis(1.0, top_tau), axis(0.8 * ar_ms, top_ms)
     figure = go.Figure(go.Contour(
         x=taus, y=steps, z=speedup_grid(taus, steps, ar_ms), colorscale="RdYlGn", zmid=1.0, name="expected speedup",

@@ -18,7 +18,8 @@ def expected_speedup(tau: float, step_seconds: float, ar_seconds: float) -> floa
 
 
 def speedup_grid(taus: Sequence[float], step_seconds: Sequence[float], ar_seconds: float) -> list[list[float]]:
-    """[len(step_seconds)][len(taus)] expected speedups: row s, column t at tau ``taus[t]`` and step ``step_seconds[s]``."""
+    """[len(step_seconds)][len(taus)] expected speedups: row s, column t at tau ``taus[t]`` and step
+    ``step_seconds[s]``."""
     return [[expected_speedup(tau, step, ar_seconds) for tau in taus] for step in step_seconds]
 
 

@@ -102,8 +102,8 @@ def answer_figures(records: list[StepRecord], plan: TreePlan, costs: CostTable, 
 
 
 class ModelHandlers:
-    """The chat and race handlers over the shared ``engine``; the chat's last update opens the
-    answer's best pass in ``inspector``. Bad input raises gr.Error, which the page shows."""
+    """The chat, branch and race handlers over the shared ``engine``; the chat's and a branch's last update
+    open the answer's best pass in ``inspector``. Bad input raises gr.Error, which the page shows."""
 
     def __init__(self, engine: Engine, inspector: Inspector):
         self.engine = engine
@@ -113,13 +113,12 @@ class ModelHandlers:
                     drafting: bool = False) -> Settings:
         """The Settings of a request's controls, in the API's order (blank ones take their defaults);
         ``drafting``: see ``Engine.setup``."""
+        names = (adapter_name or self.engine.default_adapter, (tree or "auto").strip(), drafts or DEFAULT_DRAFTS)
         with shown_on_page():
             sampling = Sampling(float(temperature or 0), float(1 if top_p is None else top_p), int(top_k or 0),
                                 seed_of(seed))
-            adapter, plan = self.engine.setup(adapter_name or self.engine.default_adapter,
-                                              (tree or "auto").strip(), drafts or DEFAULT_DRAFTS, drafting, sampling)
-        return Settings(adapter, plan, int(max_new_tokens), sampling, adapter_name or self.engine.default_adapter,
-                        (tree or "auto").strip(), drafts or DEFAULT_DRAFTS)
+            adapter, plan = self.engine.setup(*names, drafting, sampling)
+        return Settings(adapter, plan, int(max_new_tokens), sampling, *names)
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
@@ -164,12 +163,16 @@ class ModelHandlers:
 
     def branch_record(self, choice, conversation: Conversation, inspected) -> BranchRecord:
         """The what-if branch ``choice`` ('POSITION:TOKEN') of the inspected answer, checked: gr.Error while
-        an answer streams, for a position past the answer or a token id this tokenizer lacks. Runs no model:
-        the page asks it first, unqueued, so a refusal comes at once and changes nothing."""
+        an answer streams, for a position past the answer or a token id this tokenizer lacks. Runs no model, so
+        the page asks it first, off the model's queue (``refused``): a refusal comes at once and changes nothing."""
         with shown_on_page():
             record = conversation.branch_record(inspected, choice)
             check_branch(record, len(self.engine.loaded.tokenizer))
         return record
+
+    def refused(self, choice, conversation: Conversation, inspected) -> None:
+        """A branch's first step on the page, unqueued: ``branch_record``'s refusal at once, or nothing."""
+        self.branch_record(choice, conversation, inspected)
 
     def branch(self, choice, conversation: Conversation, inspected):
         """The branch of ``branch_record``, decoded with its answer's settings and streamed: (the original and

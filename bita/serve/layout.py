@@ -181,7 +181,7 @@ def inspector_panel() -> InspectorPanel:
             tree_plot = gr.Plot(label="draft tree", min_width=340, elem_id="tree-plot")
             passes_plot = gr.Plot(label="tokens per pass", min_width=340)
         with gr.Row():
-            pass_story = gr.Markdown(min_width=340)
+            pass_story = gr.Markdown(min_width=340, elem_id="pass-story")
             alternatives_plot = gr.Plot(label="why this token: the verifier's top 5 (click a token in the chat)",
                                         min_width=340, elem_id="alternatives-plot")
         warp_plot = gr.Plot(label="how a sampled token was drawn: the warp and the cut (click a token)",

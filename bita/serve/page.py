@@ -51,7 +51,7 @@ def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> No
     sent = [chat.message.submit(handlers.chat, chat_inputs, chat_outputs, api_name="chat", **model_work),
             chat.send.click(handlers.chat, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
     force_inputs = [inspector.force_choice, page.conversation, page.inspected]
-    checked = inspector.force.click(handlers.branch_record, force_inputs, None, **PRIVATE)  # unqueued: refuses at once
+    checked = inspector.force.click(handlers.refused, force_inputs, None, **PRIVATE)  # not on the model's queue
     branched = checked.success(handlers.branch, force_inputs, [inspector.branch_view, inspector.replay,
                                                                page.conversation, page.inspected, *inspector.views],
                                api_name="branch", **model_work)
@@ -59,9 +59,8 @@ def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> No
     raced = [race.go.click(handlers.side_by_side, race_inputs, race.outputs, api_name="race", **model_work),
              race.prompt.submit(handlers.side_by_side, race_inputs, race.outputs, **PRIVATE, **model_work)]
     chat.stop.click(None, None, None, cancels=[*sent, branched, *raced])
-    chat.clear.click(lambda: (Conversation(), [], "", "", "", ""), None,
-                     [page.conversation, chat.chatbot, chat.answer, chat.status, inspector.branch_view, inspector.replay],
-                     **PRIVATE)
+    cleared = [page.conversation, chat.chatbot, chat.answer, chat.status, inspector.branch_view, inspector.replay]
+    chat.clear.click(lambda: (Conversation(), [], "", "", "", ""), None, cleared, **PRIVATE)
     chat.copy_answer.click(None, [chat.answer], None, js=COPY_JS)
 
 

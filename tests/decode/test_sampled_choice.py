@@ -32,7 +32,8 @@ def test_the_warp_step_by_step_and_a_rejected_draft_with_its_race_numbers():
     choice = sampled_choice(sampled(winner, [loser, 5], [], noise), 0)
     tempered = torch.softmax(LOGITS[0] / 0.7, -1)
     kept = probs > 0
-    assert choice.warp.kept == int(kept.sum()) <= 4 and choice.warp.kept_mass == pytest.approx(float(tempered[kept].sum()))
+    assert choice.warp.kept == int(kept.sum()) <= 4
+    assert choice.warp.kept_mass == pytest.approx(float(tempered[kept].sum()))
     assert [t.token for t in choice.tokens[:5]] == LOGITS[0].argsort(descending=True)[:5].tolist()
     assert all(t.tempered == pytest.approx(float(tempered[t.token])) for t in choice.tokens)
     assert all(t.kept == bool(kept[t.token]) for t in choice.tokens)
