@@ -22,9 +22,10 @@ def axis(low: float, high: float) -> list[float]:
 
 
 def speedup_figure(costs: CostTable, point: AnswerPoint | None, device: str) -> go.Figure:
-    """Contours of tau x AR pass / step over tau (x) and the step's milliseconds (y), the break-even line
-    (1x), a dotted line at each pass shape timed here (its rows) within the axis, and ``point``: the answer's tau and mean
-    step, hover giving its expected speedup and the race's measured one where a race ran."""
+    """Contours of tau x AR pass / step over tau (x) and the step's milliseconds (y, up to MOST_STEP AR passes or
+    past the answer's steps), the break-even line (1x), a dotted line at each pass shape timed here (its rows)
+    within the axis, and ``point``: the answer's tau and mean step, hover giving its expected speedup and the
+    race's measured one where a race ran."""
     ar_ms = 1000 * costs.ar
     top_tau = max(4.0, point.tau + 0.5 if point else 0.0)
     top_ms = max(MOST_STEP * ar_ms, 1.3 * 1000 * point.step_seconds if point else 0.0)
@@ -54,5 +55,5 @@ def speedup_figure(costs: CostTable, point: AnswerPoint | None, device: str) -> 
                        f"{point.expected:.2f}x expected against the AR pass{raced}"], hoverinfo="text"))
     figure.update_layout(title=f"Where the speed comes from: tau x AR pass ({ar_ms:.1f} ms on {device}) / step",
                          template="plotly_white", height=420, xaxis_title="tau: tokens a step emits",
-                         yaxis_title="step cost (ms)")
+                         yaxis=dict(title="step cost (ms)", range=[steps[0], steps[-1]]))
     return fit_narrow(figure)

@@ -34,7 +34,7 @@ from ..plan.speedup import answer_point
 from ..plan.tree_plan import TreePlan
 from .engine import Engine
 from .inspector import Inspector
-from .race import drafted, race, speedup
+from .race import Lane, drafted, race, speedup
 from .reports import race_table, status_line
 from .session import BRANCH, Conversation, Settings, Turn
 
@@ -83,13 +83,28 @@ def best_pass(records: list[StepRecord]) -> int:
     return max(range(len(records)), key=lambda i: (len(records[i].accepted), i))
 
 
-def answer_figures(records: list[StepRecord], plan: TreePlan, costs: CostTable, device: str,
-                   raced: float | None = None) -> tuple:
+def drafted_nothing(records: list[StepRecord], plan: TreePlan) -> bool:
+    """Whether an answer's passes were all plain AR: nothing to show of acceptance or speed."""
+    return plan.tree is None or not any(r.nodes for r in records)
+
+
+NOTHING_DRAFTED = "This answer drafted nothing (plain AR passes): no acceptance to show."
+
+
+def speed_figure(records: list[StepRecord], plan: TreePlan, costs: CostTable, device: str,
+                 raced: float | None = None):
+    """Where an answer's speed comes from: its tau and step cost against this machine's pass costs ``costs``
+    (``raced``: the speedup a race measured)."""
+    if drafted_nothing(records, plan):
+        return notice_figure(NOTHING_DRAFTED)
+    return speedup_figure(costs, answer_point(records, costs.ar, raced), device)
+
+
+def answer_figures(records: list[StepRecord], plan: TreePlan, costs: CostTable, device: str) -> tuple:
     """One answer's acceptance per depth, auto's forecast against the tokens/s it measured, and where its speed
-    comes from (its tau and step cost against this machine's pass costs ``costs``; ``raced``: the speedup a race
-    measured)."""
-    if plan.tree is None or not any(r.nodes for r in records):
-        empty = notice_figure("This answer drafted nothing (plain AR passes): no acceptance to show.")
+    comes from (``speed_figure``)."""
+    if drafted_nothing(records, plan):
+        empty = notice_figure(NOTHING_DRAFTED)
         return empty, empty, empty
     tokens, seconds = sum(len(r.emitted) for r in records), sum(r.seconds for r in records)
     if not plan.ranking:
@@ -98,7 +113,7 @@ def answer_figures(records: list[StepRecord], plan: TreePlan, costs: CostTable, 
     else:
         forecast = forecast_figure(plan.ranking, plan.ar_tokens_per_second, plan.spec,
                                    tokens / max(seconds, 1e-9), tokens / len(records))
-    return depth_figure(records), forecast, speedup_figure(costs, answer_point(records, costs.ar, raced), device)
+    return depth_figure(records), forecast, speed_figure(records, plan, costs, device)
 
 
 class ModelHandlers:
@@ -206,12 +221,16 @@ class ModelHandlers:
             ar = engine.thread.call(stream_ar, engine.loaded, ids, request.max_new_tokens, sampling=request.sampling)
             bita = engine.thread.call(stream_bita, engine.loaded, request.adapter, ids, request.max_new_tokens,
                                       request.plan, sampling=request.sampling)
+        def lanes_view(ar_lane: Lane, bita_lane: Lane) -> tuple:
+            """(AR text, BiTA's coloured tokens, race table, race figure) as the race stands."""
+            return (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),
+                    race_table(ar_lane, bita_lane, request.plan, request.sampling, engine.device),
+                    race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
+
         for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita))),
                                             RACE_UI_INTERVAL_S):
-            yield (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),
-                   race_table(ar_lane, bita_lane, request.plan, request.sampling, engine.device),
-                   race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]), gr.skip())
+            yield *lanes_view(ar_lane, bita_lane), gr.skip()
             time.sleep(RACE_SETTLE_S)
         raced = speedup(bita_lane, ar_lane) if drafted(bita_lane) else None
-        yield (*[gr.skip()] * 4, answer_figures(bita_lane.records, request.plan, engine.pass_costs(request.adapter),
-                                                engine.device, raced)[2])
+        yield *lanes_view(ar_lane, bita_lane), speed_figure(bita_lane.records, request.plan,
+                                                            engine.pass_costs(request.adapter), engine.device, raced)

@@ -147,7 +147,7 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
     from gradio_client import Client
 
     prompt = "Name three colours."
-    ar_text, bita_html, stats, chart = Client(app_url, verbose=False).predict(
+    ar_text, bita_html, stats, chart, speed = Client(app_url, verbose=False).predict(
         prompt, ADAPTER, "efficient:3/chain-groups", 24, api_name="/race")
     assert ar_text == reference_text(default_model, prompt, 24)
     bita_row = next(line for line in stats.splitlines() if line.startswith("| BiTA |"))
@@ -156,6 +156,8 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
     assert "cpu" in stats and "<span" in bita_html
     lanes = json.loads(chart["plot"])["data"]
     assert [lane["name"].split(":")[0] for lane in lanes] == ["AR", "BiTA"] and lanes[0]["y"][-1] == 24
+    answer = json.loads(speed["plot"])["data"][-1]  # where the speed came from: BiTA's point, with the race's speedup
+    assert answer["name"] == "this answer" and ("the race measured" in answer["hovertext"][0]) == (tokens_per_pass > 1)
 
 
 def test_sampled_answers_are_reproducible_from_their_seed(app_url):
@@ -170,7 +172,7 @@ def test_sampled_answers_are_reproducible_from_their_seed(app_url):
     assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2] and "Seed 7 in Settings draws" in first[2]
     # one seed, one text: the race's AR lane and BiTA lane (another tree) draw the chat's answer
     race = settings[:2] + ("efficient:3/chain-groups",) + settings[3:]
-    ar_text, _, stats, _ = Client(app_url, verbose=False).predict(*race, api_name="/race")
+    ar_text, _, stats, *_ = Client(app_url, verbose=False).predict(*race, api_name="/race")
     assert ar_text == first[1] and "both lanes drew the same text" in stats
 
 

@@ -23,3 +23,12 @@ def test_the_figure_has_the_surface_the_break_even_line_the_passes_and_the_answe
 def test_without_an_answer_only_the_machine_shows():
     figure = speedup_figure(COSTS, None, "cpu")
     assert "this answer" not in [trace.name for trace in figure.data] and len(figure.data) == 4
+
+
+def test_the_step_axis_reaches_two_and_a_half_ar_passes_or_the_answers_steps():
+    wide = CostTable("key", 0.025, [(1, 0.025), (16, 0.048), (160, 0.4)])
+    figure = speedup_figure(wide, None, "cpu")
+    assert tuple(figure.layout.yaxis.range) == (20.0, 62.5)  # 160 rows (400 ms) left out
+    assert [y for y in figure.data[2].y if y is not None] == [25.0, 25.0, 48.0, 48.0]
+    slow = speedup_figure(wide, AnswerPoint(1.5, 0.1, 0.375), "cpu")
+    assert slow.layout.yaxis.range[1] == 130.0
