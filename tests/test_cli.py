@@ -94,6 +94,23 @@ def test_version_and_help_show_what_a_user_needs(capsys):
     assert "``" not in capsys.readouterr().out
 
 
+def test_generate_force_branches_the_answer_and_replay_decodes_the_branch_again(capsys, tmp_path):
+    """--force POSITION:TOKEN: the branch's text and its replay record; ``replay`` of that record gives the
+    same text; a record that cannot be read is one clear line."""
+    args = ["generate", "--dtype", "float32", "--json", "--max-new-tokens", "8", "--tree", "efficient:3/chain-groups",
+            "--prompt", "Name a fruit.", "--force", "2:4354"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    record = report["branch_record"]
+    assert record["position"] == 2 and record["token"] == 4354 and record["answer_ids"] == report["tokens"]
+    assert report["branch_text"].strip()
+    (tmp_path / "branch.json").write_text(json.dumps(record))
+    assert main(["replay", str(tmp_path / "branch.json"), "--dtype", "float32"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == report["branch_text"].splitlines()[0]
+    assert main(["replay", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the replay record" in capsys.readouterr().err
+
+
 def run_cli(capsys, *args):
     code = main(["generate", "--dtype", "float32", *args])
     captured = capsys.readouterr()

@@ -102,3 +102,18 @@ def with_verdicts() -> StepRecord:
                        verdict(8, 0.41, 12, 0.38, ((10, 0.05),), near_tie=True),
                        verdict(9, 0.5, 11, 0.3, ((11, 0.3),))]
     return record
+
+
+SAMPLED_LOGITS = [[0.0, 1.0, 0.5, 4.0, 2.0, -1.0, 0.0, 0.2, 3.5, 3.0]]  # over VOCAB's first 10 tokens
+
+
+def sampled_record(chosen: int, drafts: list[int], accepted: list[int], noise, sampling) -> StepRecord:
+    """A one-row tree pass sampled over SAMPLED_LOGITS with ``sampling`` and race draws ``noise`` [10]:
+    ``accepted`` drafts, then ``chosen``'s row (the only one recorded), which checked ``drafts``."""
+    import torch
+
+    from bita.decode.explain import row_verdicts
+
+    verdict = row_verdicts(torch.tensor(SAMPLED_LOGITS), [chosen], [drafts], sampling, torch.float32, [noise])[0]
+    return StepRecord(index=1, kind="tree", position=5, root=0, rows=4, accepted=accepted, bonus=chosen,
+                      emitted=[chosen], sampled=True, verdicts=[verdict])

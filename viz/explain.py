@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from bita.decode.records import DraftNode, StepRecord
+from bita.decode.records import ACCEPTED, DraftNode, StepRecord
 from bita.drafts.tree import ROOT
 
 from .labels import Decode, draft_origin, token_label
@@ -89,17 +89,45 @@ def sampled_steps(record: StepRecord, decode: Decode) -> list[str]:
     return steps + [total(record, "the bonus") + ", the tokens AR sampling draws with this seed."]
 
 
+def cell(decode: Decode, token: int, prob: float) -> str:
+    """A draft in a Markdown table's cell: the token quoted and its probability (a '|' would split the cell)."""
+    return f"{quoted(decode, token)} {percent(prob)}".replace("|", "&#124;")
+
+
 def next_drafts_table(record: StepRecord, decode: Decode) -> str:
     """The mask group's drafts for the next pass as a Markdown table, one row per depth (depth d: the d-th
     token after the bonus), each draft with its probability, best first; '' where the pass drafted none."""
     if not record.next_drafts:
         return ""
     ranks = max(len(drafts) for drafts in record.next_drafts)
-    def cell(token: int, prob: float) -> str:
-        return f"{quoted(decode, token)} {percent(prob)}".replace("|", "&#124;")  # a '|' would split the cell
-
-    rows = [f"| {depth} | " + " | ".join(cell(token, prob) for token, prob in drafts) + " |"
+    rows = [f"| {depth} | " + " | ".join(cell(decode, token, prob) for token, prob in drafts) + " |"
             for depth, drafts in enumerate(record.next_drafts, start=1)]
     return "\n".join([f"The masks after {quoted(decode, record.bonus)} drafted the next pass's candidates:", "",
+                      "| depth | " + " | ".join(f"rank {rank}" for rank in range(ranks)) + " |",
+                      "|---" * (ranks + 1) + "|", *rows])
+
+
+def mask_proposals(previous: StepRecord, record: StepRecord) -> list[list[tuple[int, float, str]]]:
+    """Per depth (from 1), the mask group's top-k that drafted ``record``'s candidates (``previous.next_drafts``),
+    each as (token, draft probability, what became of it in ``record``: 'accepted', 'rejected' where it was fed
+    and turned down, 'not fed' where the tree left it out). Empty where ``record`` had no mask drafts."""
+    mask_nodes = sorted((n for n in record.nodes if n.rank >= 0), key=lambda n: n.status == ACCEPTED)
+    fed = {(n.depth, n.token): n.status for n in mask_nodes}  # a token fed twice at a depth: accepted wins
+    return [[(token, prob, fed.get((depth, token), "not fed")) for token, prob in drafts]
+            for depth, drafts in enumerate(previous.next_drafts, start=1)] if record.kind == "tree" else []
+
+
+def mask_proposals_table(previous: StepRecord, record: StepRecord, decode: Decode) -> str:
+    """``mask_proposals`` as a Markdown table, one row per depth, each proposal with its probability and what
+    became of it (✓ accepted, ✗ rejected, – not fed); '' where there are none."""
+    proposals = mask_proposals(previous, record)
+    if not any(proposals):
+        return ""
+    marks = {"accepted": "✓", "rejected": "✗", "not fed": "–"}
+    ranks = max(len(depth) for depth in proposals)
+    rows = [f"| {depth} | " + " | ".join(f"{cell(decode, token, prob)} {marks[fate]}" for token, prob, fate in drafts)
+            + " |" for depth, drafts in enumerate(proposals, start=1)]
+    return "\n".join([f"The masks of pass {previous.index} proposed this pass's candidates, top {ranks} per depth "
+                      "(✓ accepted, ✗ rejected, – not fed):", "",
                       "| depth | " + " | ".join(f"rank {rank}" for rank in range(ranks)) + " |",
                       "|---" * (ranks + 1) + "|", *rows])

@@ -119,14 +119,15 @@ def _struck_hover(record: StepRecord, draft: DraftNode, decode: Decode) -> str:
     return f"pass {record.index}: draft rejected at the bonus position ({draft_origin(draft)}){said}"
 
 
-def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True, turn: int = 0) -> str:
+def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True, turn: int | str = 0,
+                lead: str = "") -> str:
     """The output as one <div>: a <span> per emitted token, background by role, underlined when
     the context n-gram proposed it, ink and outline by the verifier's confidence where recorded,
     ``title`` hover text, classes naming ``turn``, its pass and its place in the pass; after each
     pass, its best rejected alternative struck through (when ``show_rejected``). Inline styles
-    only; newlines become <br>."""
+    only; newlines become <br>; ``lead``: HTML before the first token."""
     spans = iter(token_spans(records, decode))
-    parts = []
+    parts = [lead]
     for record in records:
         alternatives = record.rejected_alternatives()
         for slot, source in enumerate(record.emitted_sources()):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from functools import partial
+from pathlib import Path
 
 from ..bench.baselines import run_hf
 from ..bench.divergence import divergence
+from ..branch import BranchRecord, forced, replay
 from ..decode.verify import shared_prefix
 from ..errors import BitaError
 from ..generate import collect, stream_ar, stream_bita
@@ -36,7 +39,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--json", action="store_true",
                           help="print one JSON object: the text, tokens and settings, and every forward pass with "
                                "what the verifier said of each token (top alternatives, runner-up, near ties)")
+    generate.add_argument("--force", metavar="POSITION:TOKEN",
+                          help="what if: after BiTA's answer, force token id TOKEN at its token POSITION (from 0) and "
+                               "continue with the same settings; prints the branch and its replay record")
     generate.set_defaults(run=run_generate)
+    replayed = commands.add_parser("replay", help="decode a what-if branch again from its replay record (JSON)")
+    replayed.add_argument("record", type=Path, help="a replay record, as the app shows it or generate --force prints")
+    add_model_arguments(replayed)
+    replayed.set_defaults(run=run_replay)
 
 
 def run_generate(args: argparse.Namespace) -> dict:
@@ -79,7 +89,27 @@ def run_generate(args: argparse.Namespace) -> dict:
                       tokens=main_run.tokens, passes=[record_json(r, decode) for r in main_run.steps])
     if len(runs) == 3:
         report.update(identity(loaded, prompt_ids, runs, sampling.greedy))
+    if args.force:
+        if "bita" not in runs:
+            raise BitaError("--force branches BiTA's answer: use --mode bita or both")
+        record = BranchRecord(prompt_ids, runs["bita"].tokens, *forced(args.force), report["adapter"], args.tree,
+                              args.drafts, args.max_new_tokens, sampling.temperature, sampling.top_p, sampling.top_k,
+                              None if sampling.greedy else sampling.seed)
+        branch = replay(loaded, record)
+        report.update(branch_text=branch.text, branch_record=asdict(record))
     return report
+
+
+def run_replay(args: argparse.Namespace) -> dict:
+    """The branch of a replay record, decoded again."""
+    try:
+        record = BranchRecord.from_json(args.record.read_text())
+    except OSError as error:
+        raise BitaError(f"cannot read the replay record: {error}") from None
+    loaded = load_from(args)
+    branch = replay(loaded, record)
+    return {"text": branch.text, "model": loaded.name, "position": record.position, "token": record.token,
+            "new_tokens": len(branch.tokens), "forward_passes": branch.forward_passes}
 
 
 def identity(loaded, prompt_ids: list[int], runs: dict, greedy: bool) -> dict:

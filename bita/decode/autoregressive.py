@@ -28,7 +28,10 @@ def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampli
     logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(runtime.run(
         cache, runtime.model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
     token = next_token(logits[0], sampling, noise, cached + rows)
-    verdicts = row_verdicts(logits, [token], [[]], sampling, runtime.dtype) if record_verdicts else []
+    verdicts = []
+    if record_verdicts:  # sampled, with the draws the token won
+        drawn = [noise.vector(cached + rows, logits.shape[-1])] if noise is not None else ()
+        verdicts = row_verdicts(logits, [token], [[]], sampling, runtime.dtype, drawn)
     return token, verdicts, pass_seconds
 
 

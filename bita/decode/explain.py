@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from ..drafts.tree import ROOT, DraftTree
-from .sampling import Sampling, target_probs
-from .verify import Verification
+from .sampling import Sampling, warped_scores
+from .verify import RowNoise, Verification
 
 TOP_K = 5  # alternatives kept per row
 BLOCK = 128  # logits per block in ``top_indices``
@@ -49,6 +49,20 @@ class Alternative:
     logit: float
     prob: float
     raw_prob: float
+    tempered: float | None = None  # sampled: softmax(logits / temperature), before top-k and top-p cut
+    noise: float | None = None  # sampled: the token's race draw E (Exp(1)) at the row's position; it wins by p / E
+
+
+@dataclass(frozen=True)
+class Warp:
+    """How a sampled row's distribution was warped (bita/decode/sampling.py): the settings, and the tokens
+    top-k and top-p kept (``kept``) with their share of the tempered distribution (``kept_mass``)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    kept: int
+    kept_mass: float
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,8 @@ class RowVerdict:
     chosen: the emitted token. top: the TOP_K highest logits, best first, the chosen token first among equal
     logits (so greedy, it is the first). rejected: the drafts checked at this row and turned down, in the order the walk tried them (the
     drafts that lost to the bonus, or the siblings of the accepted draft). entropy: nats, of the distribution
-    the token was chosen from. rounding: the logit gap rounding may close here (``rounding_gap``).
+    the token was chosen from. rounding: the logit gap rounding may close here (``rounding_gap``). warp:
+    sampled, how the distribution was warped (each Alternative then carries ``tempered`` and ``noise``).
     """
 
     chosen: Alternative
@@ -66,6 +81,7 @@ class RowVerdict:
     rejected: tuple[Alternative, ...]
     entropy: float
     rounding: float
+    warp: Warp | None = None
 
     @property
     def runner_up(self) -> Alternative:
@@ -101,13 +117,18 @@ def top_indices(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence[Sequence[int]],
-                 sampling: Sampling, dtype: torch.dtype) -> list[RowVerdict]:
+                 sampling: Sampling, dtype: torch.dtype, noise: Sequence[torch.Tensor] = ()) -> list[RowVerdict]:
     """[E] verdicts of E verified rows, from their logits [E, V] (any device), the token each chose [E], and
     the drafts each turned down ([E] lists of token ids); ``sampling`` says which distribution chose them,
-    ``dtype`` is the model's (for the near-tie rule). One top-k (``top_indices``), one copy back (``tolist``)."""
+    ``dtype`` is the model's (for the near-tie rule); sampled, ``noise`` holds each row's race vector [V] (the
+    draws the token won, bita/decode/sampling.py) and each verdict its ``Warp``. One top-k (``top_indices``),
+    one copy back (``tolist``)."""
     raw = logits.float()
     log_raw = torch.log_softmax(raw, -1)  # [E, V]
-    tables = [raw, log_raw] + ([] if sampling.greedy else [target_probs(raw, sampling)])  # sampled: drawn from
+    tables = [raw, log_raw]
+    if not sampling.greedy:  # drawn from, and the tempered softmax before the cut
+        scores = warped_scores(raw, sampling)
+        tables += [torch.softmax(scores, -1), torch.softmax(raw / float(sampling.temperature), -1)]
     k, width = min(TOP_K, raw.shape[-1]), max(map(len, rejected), default=0)
     asked = [[token, *drafts, *[token] * (width - len(drafts))] for token, drafts in zip(chosen, rejected)]
     columns = torch.cat([top_indices(raw, k), torch.tensor(asked, dtype=torch.long).to(raw.device)], 1)
@@ -115,21 +136,36 @@ def row_verdicts(logits: torch.Tensor, chosen: Sequence[int], rejected: Sequence
     # ids (exact in float32: vocabularies hold far fewer than 2**24 tokens), then each table's values
     values = [columns.float()] + [table.gather(1, columns) for table in tables]
     if sampling.greedy:  # entropy = log Z - E_p[logit]: E_p[logit] made in log_raw's place (a new [E, V] costs)
-        spread = log_raw.exp_().mul_(raw).sum(-1)
+        scalars = [log_raw.exp_().mul_(raw).sum(-1)]
+    else:  # the entropy itself, then the kept set's size and tempered mass
+        kept = torch.isfinite(scores)
+        values.append(torch.stack([vector.to(raw.device)[row] for vector, row in zip(noise, columns)]))
+        scalars = [torch.special.entr(tables[2]).sum(-1), kept.sum(-1).float(),
+                   tables[3].masked_fill(~kept, 0).sum(-1)]
+    rows = torch.cat(values + [s[:, None] for s in scalars], 1).tolist()  # one copy back
+    return [row_verdict(row, size, k, len(drafts), sampling, dtype) for row, drafts in zip(rows, rejected)]
+
+
+def row_verdict(row: list[float], size: int, k: int, drafts: int, sampling: Sampling,
+                dtype: torch.dtype) -> RowVerdict:
+    """One verdict from its row of ``row_verdicts``' copy: ``size`` columns (the top ``k``, the chosen token,
+    its ``drafts`` turned down, padding) of ids, logits, log-probabilities and, sampled, the distribution
+    drawn from, the tempered one and the race draws; then the scalars."""
+    tables = 3 if sampling.greedy else 6
+    ids, logit_row, log_raw_row, *sampled = (row[t * size:(t + 1) * size] for t in range(tables))
+    raw_row = [math.exp(value) for value in log_raw_row]
+    if sampled:
+        drawn, tempered, noise = sampled
+        found = [Alternative(int(i), *values) for i, *values in zip(ids, logit_row, drawn, raw_row, tempered, noise)]
     else:
-        spread = torch.special.entr(tables[-1]).sum(-1)  # the entropy itself
-    rows = torch.cat(values + [spread[:, None]], 1).tolist()  # [E, (1 + len(tables)) * size + 1]: one copy back
-    verdicts = []
-    for row, drafts in zip(rows, rejected):
-        ids, logit_row, log_raw_row, *drawn = (row[t * size:(t + 1) * size] for t in range(1 + len(tables)))
-        raw_row = [math.exp(value) for value in log_raw_row]
-        found = [Alternative(int(i), logit, prob, raw_prob)
-                 for i, logit, prob, raw_prob in zip(ids, logit_row, drawn[0] if drawn else raw_row, raw_row)]
-        top = sorted(found[:k], key=lambda a: (-a.logit, a.token != found[k].token))  # at a tie the chosen first
-        entropy = row[-1] if drawn else logit_row[k] - log_raw_row[k] - row[-1]  # log Z = logit - log p, any token
-        verdicts.append(RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + len(drafts)]), entropy,
-                                   rounding_gap(top[0].logit, dtype)))
-    return verdicts
+        found = [Alternative(int(i), logit, prob, prob) for i, logit, prob in zip(ids, logit_row, raw_row)]
+    top = sorted(found[:k], key=lambda a: (-a.logit, a.token != found[k].token))  # at a tie the chosen first
+    spread = row[tables * size]
+    entropy = spread if sampled else logit_row[k] - log_raw_row[k] - spread  # log Z = logit - log p, any token
+    warp = Warp(float(sampling.temperature), sampling.top_k, float(sampling.top_p), int(row[-2]), row[-1]) \
+        if sampled else None
+    return RowVerdict(found[k], tuple(top), tuple(found[k + 1:k + 1 + drafts]), entropy,
+                      rounding_gap(top[0].logit, dtype), warp)
 
 
 def emitting_rows(tree: DraftTree, accepted: Sequence[int]) -> tuple[list[int], list[list[int]]]:
@@ -145,11 +181,13 @@ def emitting_rows(tree: DraftTree, accepted: Sequence[int]) -> tuple[list[int], 
 
 
 def pass_verdicts(verified: torch.Tensor, tree: DraftTree, tokens: Sequence[int], verdict: Verification,
-                  sampling: Sampling, dtype: torch.dtype) -> list[RowVerdict]:
+                  sampling: Sampling, dtype: torch.dtype, noise: RowNoise | None = None) -> list[RowVerdict]:
     """A tree pass's verdicts, one per token of accepted + [bonus]: from its verified logits [1 + N, V] (the
-    root's row, then each node's), its tree of N nodes with their ``tokens`` [N], and its ``verdict``."""
+    root's row, then each node's), its tree of N nodes with their ``tokens`` [N], and its ``verdict``;
+    sampled, ``noise`` gives each verified row's race vector (the walk drew every emitting row's)."""
     rows, turned_down = emitting_rows(tree, verdict.accepted)
     chosen = [tokens[i] for i in verdict.accepted] + [verdict.bonus]
     index = torch.tensor(rows).to(verified.device)
+    vectors = [noise(row, verified.shape[-1]) for row in rows] if noise is not None else ()
     return row_verdicts(verified.index_select(0, index), chosen, [[tokens[c] for c in row] for row in turned_down],
-                        sampling, dtype)
+                        sampling, dtype, vectors)

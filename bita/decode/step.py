@@ -130,7 +130,8 @@ def prefill(request: Request, prompt_ids: list[int], cache: Cache) -> tuple[Deco
                             sampled=not request.sampling.greedy, pass_seconds=pass_seconds)
         attach_attention(record, layout, adapter.n_prompt, 0, request.record_attention)
         if request.record_verdicts:
-            record.verdicts = row_verdicts(logits[:1], [bonus], [[]], request.sampling, runtime.dtype)
+            drawn = [request.noise.vector(chain, logits.shape[-1])] if request.noise is not None else ()
+            record.verdicts = row_verdicts(logits[:1], [bonus], [[]], request.sampling, runtime.dtype, drawn)
         return DecodeState(cache, chain, bonus, drafts), record
     return _timed_record(runtime, run)
 
@@ -163,7 +164,7 @@ def tree_step(request: Request, state: DecodeState, index: int, ngram: Sequence[
         attach_attention(record, layout, adapter.n_prompt, length, request.record_attention)
         if request.record_verdicts:
             record.verdicts = pass_verdicts(logits.verified, trie.tree, trie.tokens, verdict, request.sampling,
-                                            runtime.dtype)
+                                            runtime.dtype, noise)
         return DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts), record
     return _timed_record(runtime, run)
 

@@ -9,6 +9,7 @@ from ..drafts.sources import DEFAULT_DRAFTS
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel
 from ..model.shipped import UNTRAINED, adapters_for, default_adapter_name, resolve_adapter
+from ..plan.autotree import CostTable, cost_table
 from ..plan.tree_plan import TreePlan, plan_tree
 from ..runtime.device import describe_device
 from .model_thread import ModelThread
@@ -47,6 +48,11 @@ class Engine:
         if key not in self._cache:
             self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting, sampling=sampling)
         return adapter, self._cache[key]
+
+    def pass_costs(self, adapter: BitaAdapter) -> CostTable:
+        """The seconds a pass costs here by its rows, for ``adapter`` (measured once per machine, as ``auto``
+        measures them, and checked once per process)."""
+        return self.thread.call(cost_table, self.loaded, adapter)
 
     def _adapter(self, name: str) -> BitaAdapter:
         if name not in self._cache:

@@ -55,19 +55,28 @@ class InspectorPanel:
     passes_plot: gr.Plot
     pass_story: gr.Markdown
     alternatives_plot: gr.Plot
+    warp_plot: gr.Plot
     attention_plot: gr.Plot
     depth_plot: gr.Plot
     forecast_plot: gr.Plot
+    speedup_plot: gr.Plot
+    force_choice: gr.Dropdown
+    force: gr.Button
+    branch_view: gr.HTML
+    replay: gr.Code
 
     @property
     def views(self) -> list:
-        """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention, a token's alternatives."""
-        return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot, self.alternatives_plot]
+        """What ``Inspector.pass_views`` fills: slider, draft tree, story, attention, a token's alternatives and
+        how it was drawn."""
+        return [self.pass_index, self.tree_plot, self.pass_story, self.attention_plot, self.alternatives_plot,
+                self.warp_plot]
 
     @property
     def answer_views(self) -> list:
-        """What ``answer_figures`` fills: tokens per pass, acceptance per depth, forecast vs measured."""
-        return [self.passes_plot, self.depth_plot, self.forecast_plot]
+        """What ``answer_figures`` fills: tokens per pass, acceptance per depth, forecast vs measured, where the
+        speed comes from."""
+        return [self.passes_plot, self.depth_plot, self.forecast_plot, self.speedup_plot]
 
 
 @dataclass(frozen=True)
@@ -78,13 +87,14 @@ class RaceTab:
     go: gr.Button
     stats: gr.Markdown
     plot: gr.Plot
+    speedup_plot: gr.Plot
     ar_text: gr.Textbox
     bita_view: gr.HTML
 
     @property
     def outputs(self) -> list:
-        """What ``ModelHandlers.side_by_side`` fills: AR text, BiTA tokens, table, figure."""
-        return [self.ar_text, self.bita_view, self.stats, self.plot]
+        """What ``ModelHandlers.side_by_side`` fills: AR text, BiTA tokens, table, figure, where the speed came from."""
+        return [self.ar_text, self.bita_view, self.stats, self.plot, self.speedup_plot]
 
 
 @dataclass(frozen=True)
@@ -171,16 +181,30 @@ def inspector_panel() -> InspectorPanel:
             tree_plot = gr.Plot(label="draft tree", min_width=340, elem_id="tree-plot")
             passes_plot = gr.Plot(label="tokens per pass", min_width=340)
         with gr.Row():
-            pass_story = gr.Markdown(min_width=340)
+            pass_story = gr.Markdown(min_width=340, elem_id="pass-story")
             alternatives_plot = gr.Plot(label="why this token: the verifier's top 5 (click a token in the chat)",
                                         min_width=340, elem_id="alternatives-plot")
+        warp_plot = gr.Plot(label="how a sampled token was drawn: the warp and the cut (click a token)",
+                            elem_id="warp-plot")
+        with gr.Row():
+            force_choice = gr.Dropdown([], label="what if: force another token here (click a token first)",
+                                       allow_custom_value=True, info="the clicked token's alternatives, or type "
+                                       "POSITION:TOKEN (ids); the branch decodes with the answer's settings",
+                                       elem_id="force-choice", min_width=300)
+            force = gr.Button("Force it and continue", size="sm", min_width=120)
+        branch_view = gr.HTML(elem_id="branch")
+        replay = gr.Code(language="json", label="replay record: python -m bita replay FILE (bita.branch.replay)",
+                         elem_id="replay", lines=3)
         attention_plot = gr.Plot(label="tree attention (hover a cell: why it is on or off)")
         with gr.Row():
             depth_plot = gr.Plot(label="acceptance per depth", min_width=340, elem_id="depth-plot")
             forecast_plot = gr.Plot(label="what auto expected, and what this answer measured", min_width=340,
                                     elem_id="forecast-plot")
+        speedup_plot = gr.Plot(label="where the speed comes from: tau against step cost", elem_id="speedup-plot")
     return InspectorPanel(back, play, forward, pass_index, timer, tree_plot, passes_plot, pass_story,
-                          alternatives_plot, attention_plot, depth_plot, forecast_plot)
+                          alternatives_plot, warp_plot, attention_plot, depth_plot, forecast_plot, speedup_plot,
+                          force_choice, force,
+                          branch_view, replay)
 
 
 def race_tab() -> RaceTab:
@@ -192,4 +216,6 @@ def race_tab() -> RaceTab:
     with gr.Row():
         ar_text = gr.Textbox(label="plain AR", lines=12, min_width=300)
         bita_view = gr.HTML(label="BiTA", min_width=300)
-    return RaceTab(prompt, go, stats, plot, ar_text, bita_view)
+    speedup_plot = gr.Plot(label="where the speed came from: BiTA's tau and step cost, and the speedup raced",
+                           elem_id="race-speedup-plot")
+    return RaceTab(prompt, go, stats, plot, speedup_plot, ar_text, bita_view)

@@ -3,7 +3,7 @@
 Model work (the chat and the race) goes through one queue whose concurrency and length are bounded
 (a queued visitor sees their place in it, and one who leaves gives it up); the inspector's events
 only draw. The page's script and style are ``bita/assets/app.js`` (a click on a chat token writes
-"turn:pass:time" into the hidden #picked box, which opens that pass in the inspector) and
+"turn:pass:slot:time" into the hidden #picked box, which opens that pass in the inspector) and
 ``assets/app.css``, passed to ``launch``.
 """
 
@@ -40,8 +40,9 @@ def build_app(engine: Engine, limits: Limits = LOCAL, concurrency: int = 1, tree
 
 
 def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> None:
-    """The chat (Enter or Send; API ``/chat``) and the race (Race or Enter; API ``/race``), which
-    Stop cancels; Clear and Copy answer."""
+    """The chat (Enter or Send; API ``/chat``), a what-if branch of the inspected answer (Force it and continue;
+    API ``/branch``, checked first without the queue) and the race (Race or Enter; API ``/race``), which Stop
+    cancels; Clear and Copy answer."""
     chat, race, inspector = page.chat, page.race, page.inspector
     model_work = dict(concurrency_limit=concurrency, concurrency_id="model")
     chat_inputs = [chat.message, page.conversation, *page.settings]
@@ -49,12 +50,17 @@ def wire_model_work(page: Page, handlers: ModelHandlers, concurrency: int) -> No
                     *inspector.views, *inspector.answer_views]
     sent = [chat.message.submit(handlers.chat, chat_inputs, chat_outputs, api_name="chat", **model_work),
             chat.send.click(handlers.chat, chat_inputs, chat_outputs, **PRIVATE, **model_work)]
+    force_inputs = [inspector.force_choice, page.conversation, page.inspected]
+    checked = inspector.force.click(handlers.refused, force_inputs, None, **PRIVATE)  # not on the model's queue
+    branched = checked.success(handlers.branch, force_inputs, [inspector.branch_view, inspector.replay,
+                                                               page.conversation, page.inspected, *inspector.views],
+                               api_name="branch", **model_work)
     race_inputs = [race.prompt, *page.settings]
     raced = [race.go.click(handlers.side_by_side, race_inputs, race.outputs, api_name="race", **model_work),
              race.prompt.submit(handlers.side_by_side, race_inputs, race.outputs, **PRIVATE, **model_work)]
-    chat.stop.click(None, None, None, cancels=[*sent, *raced])
-    chat.clear.click(lambda: (Conversation(), [], "", ""), None,
-                     [page.conversation, chat.chatbot, chat.answer, chat.status], **PRIVATE)
+    chat.stop.click(None, None, None, cancels=[*sent, branched, *raced])
+    cleared = [page.conversation, chat.chatbot, chat.answer, chat.status, inspector.branch_view, inspector.replay]
+    chat.clear.click(lambda: (Conversation(), [], "", "", "", ""), None, cleared, **PRIVATE)
     chat.copy_answer.click(None, [chat.answer], None, js=COPY_JS)
 
 
@@ -66,6 +72,6 @@ def wire_inspector(page: Page, inspector: Inspector) -> None:
     panel.back.click(inspector.stepped(-1), where, panel.views, **PRIVATE)
     panel.forward.click(inspector.stepped(1), where, panel.views, **PRIVATE)
     page.chat.picked.change(inspector.picked_token, [page.chat.picked, page.conversation],
-                            [page.inspected, *panel.views], **PRIVATE)
+                            [page.inspected, *panel.views, panel.force_choice], **PRIVATE)
     panel.play.click(toggled, page.playing, [panel.timer, panel.play, page.playing], **PRIVATE)
     panel.timer.tick(inspector.played, where, [*panel.views, panel.timer, panel.play, page.playing], **PRIVATE)

@@ -1,7 +1,8 @@
-"""A browser session's chat: the messages the model reads and the passes behind each answer.
+"""A browser session's chat: the messages the model reads, the passes behind each answer, and the
+what-if branch last forced from one of them.
 
-The page keeps one ``Conversation`` per session in a ``gr.State``; the chat, the inspector and a
-clicked token all read it.
+The page keeps one ``Conversation`` per session in a ``gr.State``; the chat, the inspector, a
+clicked token and the branch all read it. An answer is named by its index in the chat, or BRANCH.
 """
 
 from __future__ import annotations
@@ -12,15 +13,39 @@ from dataclasses import dataclass, field
 
 from viz.tokens import output_html
 
+from ..branch import BranchRecord, forced
 from ..decode.records import StepRecord
+from ..decode.sampling import Sampling
+from ..errors import BitaError
+from ..model.adapter import BitaAdapter
+from ..plan.tree_plan import TreePlan
+
+BRANCH = "branch"  # the name of the what-if branch among a conversation's answers
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one request runs with: the adapter, its tree plan, the answer's length and the sampling, and the
+    names they were chosen by (for a branch's replay record)."""
+
+    adapter: BitaAdapter
+    plan: TreePlan
+    max_new_tokens: int
+    sampling: Sampling
+    adapter_name: str
+    tree: str
+    drafts: str
 
 
 @dataclass
 class Turn:
-    """One answer: the prompt ids it continued and the passes that produced it."""
+    """One answer: the prompt ids it continued, the passes that produced it, the settings it ran with, and
+    whether it is still streaming."""
 
     prompt_ids: list[int]
     records: list[StepRecord] = field(default_factory=list)
+    settings: Settings | None = None
+    streaming: bool = False
 
     @property
     def tokens(self) -> list[int]:
@@ -39,6 +64,30 @@ class Conversation:
 
     messages: list[dict] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
+    branch: Turn | None = None
+
+    def answer(self, key: int | str) -> Turn:
+        """Answer ``key``: an index into ``turns`` (-1: the last), or BRANCH."""
+        return self.branch if key == BRANCH else self.turns[int(key)]
+
+    def has(self, key: int | str) -> bool:
+        """Whether answer ``key`` exists."""
+        return self.branch is not None if key == BRANCH else -len(self.turns) <= int(key) < len(self.turns)
+
+    def branch_record(self, key: int | str, choice: str) -> BranchRecord:
+        """The branch of answer ``key`` that ``choice`` ('POSITION:TOKEN', ids) forces, with that answer's
+        settings; BitaError while an answer streams, or where ``choice`` is not two whole numbers."""
+        if any(turn.streaming for turn in [*self.turns, self.branch] if turn is not None):
+            raise BitaError("an answer is still streaming: wait for it to finish (or press Stop), then force a token")
+        if not self.has(key) or self.answer(key).settings is None:
+            raise BitaError("send a message first, then click one of the answer's tokens")
+        position, token = forced(choice)
+        turn = self.answer(key)
+        settings = turn.settings
+        sampling = settings.sampling
+        return BranchRecord(turn.prompt_ids, turn.tokens, position, token, settings.adapter_name,
+                            settings.tree, settings.drafts, settings.max_new_tokens, sampling.temperature,
+                            sampling.top_p, sampling.top_k, sampling.seed)
 
     def shown(self, decode: Callable[[list[int]], str], since: int = 0) -> list[dict]:
         """The messages from index ``since`` on as the page shows them: user text escaped, each

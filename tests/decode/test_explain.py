@@ -6,7 +6,7 @@ import torch
 from conftest import random_prompts, tiny_model, tree_of
 
 from bita.decode.autoregressive import ar_steps
-from bita.decode.explain import BLOCK, TOP_K, emitting_rows, near_tie, rounding_gap, row_verdicts, top_indices
+from bita.decode.explain import BLOCK, TOP_K, Warp, emitting_rows, near_tie, rounding_gap, row_verdicts, top_indices
 from bita.decode.sampling import GREEDY, Sampling, target_probs
 from bita.decode.step import bita_steps
 from bita.decode.stopping import StopCondition
@@ -57,7 +57,8 @@ def test_sampled_verdicts_read_the_warped_distribution_and_keep_the_raw_one_besi
     """A draw of an unlikely token (6, outside the top 5 after top-k 3 cut it to 0): its probability and the
     runner-up (the likeliest, token 3), a negative margin, and the raw softmax beside the warped one."""
     sampling = Sampling(temperature=0.5, top_k=3, seed=0)
-    verdict = row_verdicts(LOGITS[:1], [6], [[4]], sampling, torch.float32)[0]
+    noise = torch.linspace(0.5, 2.0, LOGITS.shape[1])
+    verdict = row_verdicts(LOGITS[:1], [6], [[4]], sampling, torch.float32, [noise])[0]
     warped, raw = target_probs(LOGITS[:1], sampling)[0], torch.softmax(LOGITS[0], -1)
     assert verdict.chosen.token == 6 and verdict.chosen.prob == 0.0 and verdict.chosen.raw_prob > 0
     assert verdict.runner_up.token == 3 and verdict.logit_margin == pytest.approx(-4.0)
@@ -65,6 +66,11 @@ def test_sampled_verdicts_read_the_warped_distribution_and_keep_the_raw_one_besi
     assert [a.raw_prob for a in verdict.top] == pytest.approx(raw[[3, 4, 1, 2, 7]].tolist())
     assert verdict.rejected[0].prob == pytest.approx(float(warped[4]))
     assert verdict.entropy == pytest.approx(float(torch.special.entr(warped).sum()), rel=1e-6)
+    tempered = torch.softmax(LOGITS[0] / 0.5, -1)  # the warp: top-k 3 kept tokens 3, 4, 1
+    assert verdict.warp == Warp(0.5, 3, 1.0, 3, pytest.approx(float(tempered[[3, 4, 1]].sum())))
+    assert [a.tempered for a in verdict.top] == pytest.approx(tempered[[3, 4, 1, 2, 7]].tolist())
+    assert [a.noise for a in verdict.top] == pytest.approx(noise[[3, 4, 1, 2, 7]].tolist())
+    assert verdict.chosen.noise == pytest.approx(float(noise[6]))
 
 
 @pytest.mark.parametrize("size", [49_152, 50_257, 3 * BLOCK])  # blocks even, a last block padded, too few blocks

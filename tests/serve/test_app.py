@@ -147,7 +147,7 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
     from gradio_client import Client
 
     prompt = "Name three colours."
-    ar_text, bita_html, stats, chart = Client(app_url, verbose=False).predict(
+    ar_text, bita_html, stats, chart, speed = Client(app_url, verbose=False).predict(
         prompt, ADAPTER, "efficient:3/chain-groups", 24, api_name="/race")
     assert ar_text == reference_text(default_model, prompt, 24)
     bita_row = next(line for line in stats.splitlines() if line.startswith("| BiTA |"))
@@ -156,6 +156,8 @@ def test_side_by_side_decodes_the_same_answer_and_reports_speed(app_url, default
     assert "cpu" in stats and "<span" in bita_html
     lanes = json.loads(chart["plot"])["data"]
     assert [lane["name"].split(":")[0] for lane in lanes] == ["AR", "BiTA"] and lanes[0]["y"][-1] == 24
+    answer = json.loads(speed["plot"])["data"][-1]  # where the speed came from: BiTA's point, with the race's speedup
+    assert answer["name"] == "this answer" and ("the race measured" in answer["hovertext"][0]) == (tokens_per_pass > 1)
 
 
 def test_sampled_answers_are_reproducible_from_their_seed(app_url):
@@ -170,7 +172,7 @@ def test_sampled_answers_are_reproducible_from_their_seed(app_url):
     assert "temperature 0.9, top-p 0.95, top-k 40, seed 7" in first[2] and "Seed 7 in Settings draws" in first[2]
     # one seed, one text: the race's AR lane and BiTA lane (another tree) draw the chat's answer
     race = settings[:2] + ("efficient:3/chain-groups",) + settings[3:]
-    ar_text, _, stats, _ = Client(app_url, verbose=False).predict(*race, api_name="/race")
+    ar_text, _, stats, *_ = Client(app_url, verbose=False).predict(*race, api_name="/race")
     assert ar_text == first[1] and "both lanes drew the same text" in stats
 
 
@@ -276,3 +278,62 @@ def test_corpus_drafts_show_in_their_own_colour():
         page.screenshot(path=str(ARTIFACTS / "app-corpus-1280.png"), full_page=True)
         browser.close()
     assert wavy >= 1
+
+
+WARP_DRAWN = "document.querySelector('#warp-plot .js-plotly-plot')?.data?.length == 3"
+SPEEDUP_DRAWN = "document.querySelector('#speedup-plot .js-plotly-plot')?.data?.length >= 4"
+STRUCK = "#chat span[title*=', the draft ']"
+PERCENT = r"(?:\d+(?:\.\d)? %|<0\.1 %)"
+
+
+def test_why_each_token_sampled_warp_and_a_what_if_branch_in_headless_chromium(app_url):
+    """A sampled answer (temperature 0.8, top-k 3, seed 7) in a real browser: a struck draft's hover reads the
+    verifier's probability of its own token and of the draft; a clicked token opens its warp (raw, tempered and
+    drawn-from bars, the 4th and 5th tokens cut; the race in words) and the mask proposals that drafted its pass;
+    under the answer, where
+    its speed comes from; forcing the clicked token's first alternative decodes a branch beside the original,
+    with its replay record, and opens it in the inspector. Saves ``test-artifacts/why-*.png``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        page.goto(app_url)
+        page.locator("button.label-wrap", has_text="Settings").click()
+        for label, value in (("max new tokens", "40"), ("temperature", "0.8"), ("top-k", "3")):
+            page.get_by_label(f"number input for {label}").fill(value)
+            page.get_by_label(f"number input for {label}").press("Enter")
+        page.get_by_label("seed").fill("7")
+        page.get_by_label("message").fill("Name three fruits and say which you like best.")
+        page.get_by_label("message").press("Enter")
+        page.wait_for_function(WHY_DRAWN, timeout=240_000)
+        page.wait_for_function(SPEEDUP_DRAWN, timeout=60_000)
+        struck = page.locator(STRUCK).first
+        struck.hover()
+        hover = struck.get_attribute("title")
+        page.locator("#speedup-plot").screenshot(path=str(ARTIFACTS / "why-speedup-1280.png"))
+
+        token = page.locator("#chat .bita-tok").nth(4)
+        token.click()
+        page.wait_for_function(WARP_DRAWN, timeout=60_000)
+        page.get_by_text("was drawn").first.wait_for(timeout=60_000)
+        story = page.locator("#pass-story").inner_text()
+        drawn_from = page.evaluate("document.querySelector('#warp-plot .js-plotly-plot').data[2].text")
+        page.locator("#warp-plot").screenshot(path=str(ARTIFACTS / "why-warp-1280.png"))
+        page.locator("#pass-story").screenshot(path=str(ARTIFACTS / "why-story-1280.png"))
+        choice = page.locator("#force-choice input").input_value()  # the label: "' x' 12 % (token 5)"
+
+        page.get_by_role("button", name="Force it and continue").click()
+        page.get_by_text("forward pass of the what-if branch").wait_for(timeout=240_000)
+        branch_tokens = page.locator("#branch .bita-tok").count()
+        replay = json.loads(page.locator("#replay .cm-content").inner_text())
+        page.locator("#branch").screenshot(path=str(ARTIFACTS / "why-branch-1280.png"))
+        page.locator("#branch .bita-tok").first.click()
+        page.get_by_text("forward pass of the what-if branch").wait_for(timeout=60_000)
+        browser.close()
+    assert re.search(rf"the model gave .+ {PERCENT}, the draft .+ {PERCENT}$", hover), hover
+    assert "the largest of the vocabulary" in story and "p / E" in story
+    assert drawn_from[3:5] == ["cut", "cut"] and "cut" not in drawn_from[:3]  # top-k 3 of the row's top 5
+    assert choice and branch_tokens >= 1
+    assert replay["temperature"] == 0.8 and replay["top_k"] == 3 and replay["seed"] == 7
+    assert choice.endswith(f"(token {replay['position'] + 1})") and replay["answer_ids"]

@@ -3,7 +3,7 @@
 from viz_records import decode, generation, ngram_record
 
 from bita.decode.records import StepRecord
-from viz.explain import verification_steps
+from viz.explain import mask_proposals, mask_proposals_table, verification_steps
 
 
 def test_accepted_steps_then_the_rejected_depth_and_the_bonus():
@@ -59,3 +59,16 @@ def test_a_sampled_pass_tells_of_the_race_not_argmaxes():
     full.sampled = True
     assert verification_steps(full, decode)[3] == ("4. After “␣mat” the race (the model's probabilities against this "
                                                    "position's random draw) picked the bonus “.”.")
+
+
+def test_the_mask_proposals_that_drafted_a_pass_per_depth_with_what_became_of_each():
+    previous, record = generation()[:2]
+    previous.next_drafts = [[(7, 0.6), (14, 0.2), (15, 0.1), (16, 0.05)], [(8, 0.5), (10, 0.3)], [(11, 0.4)]]
+    assert mask_proposals(previous, record) == [
+        [(7, 0.6, "accepted"), (14, 0.2, "rejected"), (15, 0.1, "rejected"), (16, 0.05, "not fed")],
+        [(8, 0.5, "accepted"), (10, 0.3, "rejected")], [(11, 0.4, "rejected")]]
+    table = mask_proposals_table(previous, record, decode).splitlines()
+    assert table[0].startswith("The masks of pass 0 proposed this pass's candidates, top 4 per depth")
+    assert table[4] == "| 1 | “.” 60 % ✓ | “␣x” 20 % ✗ | “&amp;” 10 % ✗ | “␣ok” 5.0 % – |"
+    assert table[6] == "| 3 | “␣a” 40 % ✗ |"
+    assert mask_proposals_table(generation()[0], generation()[0], decode) == ""  # a prefill had no mask drafts
