@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .decode.autoregressive import ar_steps
 from .decode.records import StepRecord
 from .decode.sampling import GREEDY, Sampling
-from .decode.step import bita_steps
+from .decode.step import Decoding, bita_steps
 from .decode.stopping import StopCondition, make_stop
 from .drafts.sources import DEFAULT_DRAFTS
 from .drafts.tree import DraftTree
@@ -93,10 +93,9 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int]
     if plan.tree is None:
         return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop, record_verdicts)
     validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
-    stop = stop or make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.runtime, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
-                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths,
-                      record_verdicts=record_verdicts)
+    decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, plan.chains, record_attention=record_attention,
+                        record_verdicts=record_verdicts)
+    return bita_steps(decoding, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings))
 
 
 def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
