@@ -47,7 +47,7 @@ class Side:
 
     def __init__(self, name, package, kernels, loaded, adapter_path, specs, generator):
         self.name, self.generator = name, generator
-        self.decoding = importlib.import_module(f"{package.__name__}.decode.step")
+        self.step = importlib.import_module(f"{package.__name__}.decode.step")
         ar = importlib.import_module(f"{package.__name__}.decode.autoregressive")
         adapter_module = importlib.import_module(f"{package.__name__}.model.adapter")
         runtime_module = importlib.import_module(f"{package.__name__}.runtime.runtime")
@@ -57,12 +57,12 @@ class Side:
         self.stock = kernels == "stock"
         self.adapter = adapter_module.BitaAdapter.load(adapter_path, loaded.model)
         self.prompt = torch.randint(100, 49000, (CONTEXT,), generator=generator).tolist()
-        self.requests = {spec: self.decoding.Request(self.runtime, self.adapter, parse_tree_spec(spec))
-                         for spec in specs}
+        settings = getattr(self.step, "Decoding", None) or self.step.Request  # Request: a checkout before Decoding
+        self.decodings = {spec: settings(self.runtime, self.adapter, parse_tree_spec(spec)) for spec in specs}
         with self.running():
-            self.states = {spec: self.decoding.prefill(request, self.prompt,
-                                                       self.decoding.new_cache(self.runtime, self.adapter))[0]
-                           for spec, request in self.requests.items()}
+            self.states = {spec: self.step.prefill(decoding, self.prompt,
+                                                   self.step.new_cache(self.runtime, self.adapter))[0]
+                           for spec, decoding in self.decodings.items()}
             self.ar = ar.ar_steps(self.runtime, self.prompt, StopCondition(10_000))
             next(self.ar)
 
@@ -74,13 +74,13 @@ class Side:
             return next(self.ar).seconds
 
     def tree_pass(self, spec: str, index: int) -> float:
-        request, state = self.requests[spec], self.states[spec]
-        shape = (request.tree.depth, request.tree.max_rank)
-        drafts = importlib.import_module(f"{self.decoding.__package__}.pass_logits").Drafts(
+        decoding, state = self.decodings[spec], self.states[spec]
+        shape = (decoding.tree.depth, decoding.tree.max_rank)
+        drafts = importlib.import_module(f"{self.step.__package__}.pass_logits").Drafts(
             torch.randint(100, 49000, shape, generator=self.generator), torch.full(shape, 0.5))
         state.rewind(self.adapter.n_prompt, drafts)
         with self.running():
-            _, record = self.decoding.tree_step(request, state, index)
+            _, record = self.step.tree_step(decoding, state, index)
         return record.seconds
 
 

@@ -20,13 +20,14 @@ import json
 import statistics
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
 
 from bita.bench.suites import load_prompts
 from bita.decode.sampling import Sampling
-from bita.decode.step import bita_steps
+from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import make_stop
 from bita.drafts.trie import GROUPS_NONE
 from bita.model.loading import encode_chat, load_model
@@ -47,13 +48,12 @@ def forecast_tau(adapter, plan, sampling: Sampling) -> float | None:
 def measure(loaded, adapter, prompts, config: str, max_new_tokens: int, sampling: Sampling) -> dict:
     tree, drafts, groups = (config.split("|") + [GROUPS_NONE])[:3]
     plan = plan_tree(loaded, adapter, tree, drafts, sampling=sampling)
+    decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, replace(plan.chains, ngram_groups=groups))
     tokens, passes, rows, answers, sources = Counter(), Counter(), [], hashlib.sha1(), Counter()
     started = time.perf_counter()
     for prompt in tqdm(prompts, desc=config):
         ids, answer = encode_chat(loaded.tokenizer, list(prompt.messages)), []
-        for record in bita_steps(loaded.runtime, adapter, ids, plan.tree, make_stop(loaded, max_new_tokens),
-                                 ngram_tokens=plan.ngram_tokens, ngram_groups=groups,
-                                 sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths):
+        for record in bita_steps(decoding, ids, make_stop(loaded, max_new_tokens)):
             tokens[prompt.category] += len(record.emitted)
             sources.update(s for s in record.emitted_sources() if s is not None)
             passes[prompt.category] += 1

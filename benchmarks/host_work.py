@@ -16,7 +16,7 @@ import pstats
 import statistics
 
 from bita.bench.suites import load_prompts, mt_bench
-from bita.generate import stream_bita
+from bita.generate import Request, stream_bita
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
 from bita.plan.tree_plan import plan_tree
@@ -45,7 +45,7 @@ def main() -> None:
     def run() -> tuple[list[float], list[float]]:
         host, passes = [], []
         for ids in prompts:
-            for record in stream_bita(loaded, adapter, ids, args.tokens, plan):
+            for record in stream_bita(loaded, adapter, Request(ids, args.tokens, plan)):
                 if record.kind == "tree":
                     host.append(record.seconds - record.pass_seconds)
                     passes.append(record.pass_seconds)

@@ -21,7 +21,7 @@ from race_noise_cost import Timing, cpu_name
 from bita.decode import step
 from bita.decode.explain import row_verdicts
 from bita.decode.sampling import GREEDY
-from bita.generate import stream_bita
+from bita.generate import Request, stream_bita
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
 from bita.plan.tree_plan import plan_tree
@@ -71,8 +71,8 @@ def main() -> None:
             texts = {}
             for record in ((False, True) if round_ % 2 == 0 else (True, False)):
                 verdicts.clear()
-                steps, spent, records = stream_bita(loaded, adapter, ids, args.tokens, plan,
-                                                    record_verdicts=record), [], []
+                request = Request(ids, args.tokens, plan, record_verdicts=record)
+                steps, spent, records = stream_bita(loaded, adapter, request), [], []
                 while (found := spent_on(lambda: next(steps, None), spent)) is not None:
                     records.append(found)
                 step_seconds[record].append(statistics.median(r.seconds for r in records))

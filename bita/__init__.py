@@ -5,7 +5,8 @@ What a library user calls::
     loaded = bita.load_model()                           # the embedded SmolLM2-135M-Instruct, or any HF causal LM
     adapter, name = bita.resolve_adapter(loaded, None)   # the shipped adapter for it
     ids = bita.encode_chat(loaded.tokenizer, [{"role": "user", "content": "Hi"}])
-    for record in bita.stream_bita(loaded, adapter, ids, 64, "auto"):  # one StepRecord per forward pass
+    request = bita.Request(ids, max_new_tokens=64)       # tree "auto", greedy: see bita.Request
+    for record in bita.stream_bita(loaded, adapter, request):  # one StepRecord per forward pass
         print(loaded.tokenizer.decode(record.emitted), end="")
 
 The sub-packages are the data path, in the order a pass flows through them: ``runtime`` (how a pass
@@ -23,12 +24,12 @@ from .decode.records import StepRecord
 from .decode.sampling import Sampling
 from .drafts.tree import parse_tree_spec
 from .errors import BitaError
-from .generate import RunResult, collect, stream_ar, stream_bita
+from .generate import Request, RunResult, collect, stream_ar, stream_bita
 from .model.adapter import BitaAdapter
 from .model.loading import encode_chat, load_model
 from .model.shipped import resolve_adapter
 from .plan.tree_plan import TreePlan, plan_tree
 
-__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "RunResult", "Sampling", "StepRecord", "TreePlan",
-           "collect", "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter", "run_hf",
-           "stream_ar", "stream_bita"]
+__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "Request", "RunResult", "Sampling", "StepRecord",
+           "TreePlan", "collect", "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter",
+           "run_hf", "stream_ar", "stream_bita"]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from .decode.records import StepRecord
 from .decode.sampling import Sampling
 from .errors import BitaError
-from .generate import RunResult, collect, stream_bita
+from .generate import Request, RunResult, collect, stream_bita
 from .model.adapter import BitaAdapter
 from .model.loading import LoadedModel
 from .model.shipped import resolve_adapter
@@ -90,8 +90,8 @@ def stream_branch(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, rec
     """The branch's BiTA step stream with ``adapter`` and ``plan`` (the record's settings, resolved), checked
     first (``check_branch``); the records as ``stream_bita`` makes them."""
     check_branch(record, len(loaded.tokenizer))
-    return stream_bita(loaded, adapter, record.context, record.max_new_tokens, plan, sampling=record.sampling,
-                       record_attention=record_attention, record_verdicts=record_verdicts)
+    return stream_bita(loaded, adapter, Request(record.context, record.max_new_tokens, plan, sampling=record.sampling,
+                                                record_attention=record_attention, record_verdicts=record_verdicts))
 
 
 def replay(loaded: LoadedModel, record: BranchRecord) -> RunResult:

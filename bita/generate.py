@@ -1,5 +1,5 @@
-"""Validated generation streams, BiTA and our AR loop, and draining one into a timed RunResult:
-what the CLI, the benchmarks and the app call."""
+"""What a user asks for (``Request``), validated generation streams for it, BiTA's and our AR loop's, and
+draining one into a timed RunResult: what the CLI, the benchmarks and the app call."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from .decode.autoregressive import ar_steps
 from .decode.records import StepRecord
 from .decode.sampling import GREEDY, Sampling
-from .decode.step import bita_steps
+from .decode.step import Decoding, bita_steps
 from .decode.stopping import StopCondition, make_stop
 from .drafts.sources import DEFAULT_DRAFTS
 from .drafts.tree import DraftTree
 from .errors import BitaError
 from .model.adapter import BitaAdapter
 from .model.loading import LoadedModel
-from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, TreePlan, plan_tree
+from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, TreePlan, plan_tree
 from .runtime.device import timed
 
 MAX_NEW_TOKENS_LIMIT = 8192
@@ -51,6 +51,43 @@ class RunResult:
         return sum(step.pass_seconds for step in self.steps)
 
 
+@dataclass(frozen=True)
+class Request:
+    """What a user asks ``stream_bita`` (or ``stream_ar``) for; ``dataclasses.replace`` varies one field.
+    Checked when ``stream_bita`` or ``stream_ar`` is called: ``BitaError`` for an empty prompt, an absurd
+    length or setting.
+
+    - ``prompt_ids``: the prompt's token ids (``encode_chat``).
+    - ``max_new_tokens``: at most this many new tokens (1 to MAX_NEW_TOKENS_LIMIT, within the context).
+    - ``tree``: a tree spec (``auto``: the tree that pays here, bita/plan/tree_plan.py), a DraftTree, or a
+      TreePlan (used as planned: ``drafts``, ``ngram_tokens`` and ``corpus`` are then not read).
+    - ``drafts``: who drafts, one of DRAFT_OPTIONS (bita/drafts/sources.py).
+    - ``ngram_tokens``: the longest n-gram chain (and corpus chain) a pass drafts.
+    - ``corpus``: with ``drafts="all"``, a file of texts for the corpus chain (None: the adapter's training
+      answers).
+    - ``sampling``: a Sampling, or None for greedy; BiTA's sampled tokens are sampled AR's with the same
+      seed and settings.
+    - ``stop_strings``: texts that end the answer (the token completing one is kept).
+    - ``stop``: when to stop, in place of the model's own stop at ``max_new_tokens`` and ``stop_strings``
+      (bita/hf.py stops where HF ``generate`` would); a StopCondition counts one run's tokens: one per run.
+    - ``record_attention``: records carry each pass's attention mask (``stream_bita`` only).
+    - ``record_verdicts``: records carry what the verifier said of each token (bita/decode/explain.py;
+      off in runs timed against each other).
+    """
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    tree: str | DraftTree | TreePlan = DEFAULT_TREE
+    drafts: str = DEFAULT_DRAFTS
+    ngram_tokens: int = DEFAULT_NGRAM_TOKENS
+    corpus: str | None = None
+    sampling: Sampling | None = None
+    stop_strings: tuple[str, ...] = ()
+    stop: StopCondition | None = None
+    record_attention: bool = False
+    record_verdicts: bool = False
+
+
 def validate_request(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
                      extra_rows: int = 0) -> None:
     """Refuse empty prompts, absurd lengths and requests that would run past the context."""
@@ -76,38 +113,31 @@ def check_sampling(sampling: Sampling | None) -> Sampling:
     return sampling
 
 
-def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, prompt_ids: list[int], max_new_tokens: int,
-                tree: str | DraftTree | TreePlan, stop_strings: tuple[str, ...] = (),
-                record_attention: bool = False, drafts: str = DEFAULT_DRAFTS,
-                ngram_tokens: int = DEFAULT_NGRAM_TOKENS, sampling: Sampling | None = None,
-                corpus: str | None = None, stop: StopCondition | None = None,
-                record_verdicts: bool = False) -> Iterator[StepRecord]:
-    """Validated BiTA step stream (AR records when the plan is plain AR); ``sampling``: None
-    (greedy) or a Sampling: the tokens sampled AR (``stream_ar``) draws with the same seed and settings;
-    ``corpus``: the corpus chain's texts with ``drafts`` all (default: the adapter's training answers);
-    ``stop``: when to stop, in place of the model's own (``make_stop`` with ``stop_strings``; bita/hf.py
-    stops where HF ``generate`` would); ``record_verdicts``: records carry what the verifier said of each
-    token (bita/decode/explain.py; off in runs timed against each other)."""
-    sampling = check_sampling(sampling)
-    plan = plan_tree(loaded, adapter, tree, drafts, ngram_tokens, sampling=sampling, corpus=corpus)
+def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> Iterator[StepRecord]:
+    """Validated BiTA step stream for ``request`` (AR records, ``stream_ar``'s, when its plan is plain AR):
+    the tree planned (``plan_tree``) and validated against ``adapter``, the length against the context."""
+    sampling = check_sampling(request.sampling)
+    plan = plan_tree(loaded, adapter, request.tree, request.drafts, request.ngram_tokens, sampling=sampling,
+                     corpus=request.corpus)
     if plan.tree is None:
-        return stream_ar(loaded, prompt_ids, max_new_tokens, stop_strings, sampling, stop, record_verdicts)
-    validate_request(loaded, prompt_ids, max_new_tokens, extra_rows=plan.extra_rows)
-    stop = stop or make_stop(loaded, max_new_tokens, stop_strings)
-    return bita_steps(loaded.runtime, adapter, prompt_ids, plan.tree, stop, record_attention, plan.ngram_tokens,
-                      sampling=sampling, corpus=plan.corpus, corpus_tokens=plan.corpus_lengths,
-                      record_verdicts=record_verdicts)
+        return stream_ar(loaded, request)
+    validate_request(loaded, request.prompt_ids, request.max_new_tokens, extra_rows=plan.extra_rows)
+    decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, plan.chains,
+                        record_attention=request.record_attention, record_verdicts=request.record_verdicts)
+    return bita_steps(decoding, request.prompt_ids, stop_of(loaded, request))
 
 
-def stream_ar(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int,
-              stop_strings: tuple[str, ...] = (), sampling: Sampling | None = None,
-              stop: StopCondition | None = None, record_verdicts: bool = False) -> Iterator[StepRecord]:
-    """Validated AR step stream, greedy (``sampling`` None) or sampled; ``stop`` and ``record_verdicts`` as in
-    stream_bita."""
-    sampling = check_sampling(sampling)
-    validate_request(loaded, prompt_ids, max_new_tokens)
-    return ar_steps(loaded.runtime, prompt_ids, stop or make_stop(loaded, max_new_tokens, stop_strings), sampling,
-                    record_verdicts)
+def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:
+    """Validated AR step stream for ``request``, greedy or sampled; it reads no draft setting (``tree``,
+    ``drafts``, ``ngram_tokens``, ``corpus``) nor ``record_attention``."""
+    sampling = check_sampling(request.sampling)
+    validate_request(loaded, request.prompt_ids, request.max_new_tokens)
+    return ar_steps(loaded.runtime, request.prompt_ids, stop_of(loaded, request), sampling, request.record_verdicts)
+
+
+def stop_of(loaded: LoadedModel, request: Request) -> StopCondition:
+    """``request.stop``, else the model's own stop at ``request``'s length and stop strings."""
+    return request.stop or make_stop(loaded, request.max_new_tokens, request.stop_strings)
 
 
 def collect(method: str, loaded: LoadedModel, steps: Iterator[StepRecord]) -> RunResult:

@@ -34,7 +34,7 @@ from .decode.sampling import DRAWN_SEEDS, GREEDY, Sampling
 from .decode.stopping import StopCondition
 from .drafts.sources import DEFAULT_DRAFTS
 from .errors import BitaError
-from .generate import stream_bita
+from .generate import Request, stream_bita
 from .model.adapter import BitaAdapter
 from .model.loading import LoadedModel
 from .model.shipped import resolve_adapter
@@ -60,10 +60,13 @@ def generate(model: nn.Module, input_ids: torch.LongTensor, logits_processor: Lo
     input_ids: [1, T] the prompt; returns [1, T + new] (or a ``GenerateDecoderOnlyOutput`` holding
     it, with ``return_dict_in_generate``). ``adapter``: a BitaAdapter, a shipped adapter's name, a
     folder, a Hub repository ``USER/NAME``, or None: the shipped adapter made for these weights, else
-    an untrained one (lossless, drafting poorly). ``tree``, ``drafts``, ``ngram_tokens``: as
-    ``bita.stream_bita`` takes them (``drafts="all"`` needs the tokenizer, which ``generate`` does not
+    an untrained one (lossless, drafting poorly). ``tree``, ``drafts``, ``ngram_tokens``: as a
+    ``bita.Request`` holds them (``drafts="all"`` needs the tokenizer, which ``generate`` does not
     pass on). ``bita_streamer``: a streamer (``TextStreamer``), given the prompt and then each pass's
     tokens. ``model_kwargs``: what ``generate`` prepared for its own loop (unused but for padding).
+    Keywords, not a ``bita.Request``: ``custom_generate`` calls its method with the keyword arguments
+    of the ``generate`` call; this builds the Request (the prompt, the length and stop, the sampling
+    that ``generate`` prepared) and decodes it with ``bita.stream_bita``.
     """
     check_request(input_ids, stopping_criteria, generation_config, model_kwargs.get("attention_mask"), drafts)
     sampling = sampling_of(logits_processor, generation_config)
@@ -78,8 +81,8 @@ def generate(model: nn.Module, input_ids: torch.LongTensor, logits_processor: Lo
     if bita_streamer is not None:
         bita_streamer.put(input_ids.cpu())
     tokens = []
-    for record in stream_bita(loaded, adapter, prompt_ids, max_new_tokens, tree, drafts=drafts,
-                              ngram_tokens=ngram_tokens, sampling=sampling, stop=stop):
+    request = Request(prompt_ids, max_new_tokens, tree, drafts, ngram_tokens, sampling=sampling, stop=stop)
+    for record in stream_bita(loaded, adapter, request):
         tokens.extend(record.emitted)
         if bita_streamer is not None and record.emitted:
             bita_streamer.put(torch.tensor(record.emitted))

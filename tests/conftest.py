@@ -18,7 +18,7 @@ from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, 
 
 from bita.decode.autoregressive import ar_steps  # noqa: E402
 from bita.decode.hf_reference import hf_generate  # noqa: E402
-from bita.decode.step import bita_steps  # noqa: E402
+from bita.decode.step import Chains, Decoding, bita_steps  # noqa: E402
 from bita.decode.stopping import StopCondition  # noqa: E402
 from bita.drafts.dynamic import DynamicShape, Reliability  # noqa: E402
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec  # noqa: E402
@@ -121,7 +121,8 @@ def assert_lossless(runtime: Runtime, spec: str, prompts: list[list[int]], new_t
     for prompt in prompts:
         reference = hf_generate(model, prompt, new_tokens, [])
         assert [t for r in ar_steps(runtime, prompt, StopCondition(new_tokens)) for t in r.emitted] == reference
-        steps = bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(new_tokens), ngram_tokens=3)
+        decoding = Decoding(runtime, adapter, tree_of(spec), chains=Chains(ngram_tokens=3))
+        steps = bita_steps(decoding, prompt, StopCondition(new_tokens))
         assert [t for r in steps for t in r.emitted] == reference
 
 

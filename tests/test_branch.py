@@ -5,7 +5,7 @@ import pytest
 
 from bita.branch import BranchRecord, check_branch, forced, replay
 from bita.errors import BitaError
-from bita.generate import collect, stream_ar
+from bita.generate import Request, collect, stream_ar
 from bita.model.loading import encode_chat
 
 ADAPTER = "SmolLM2-135M-Instruct-bita"
@@ -39,11 +39,11 @@ def test_a_replayed_branch_is_greedy_decoding_of_its_context(default_model):
     """Force the runner-up at token 2 of an answer: BiTA's branch is our AR loop's answer to prompt + the
     answer's first two tokens + the forced one (lossless), and a bad record fails before any decoding."""
     prompt_ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Name three fruits."}])
-    answer = collect("ar", default_model, stream_ar(default_model, prompt_ids, 6, record_verdicts=True))
+    answer = collect("ar", default_model, stream_ar(default_model, Request(prompt_ids, 6, record_verdicts=True)))
     runner_up = answer.steps[2].verdicts[0].runner_up.token
     record = record_of(prompt_ids, answer.tokens, 2, runner_up)
     branch = replay(default_model, record)
-    expected = collect("ar", default_model, stream_ar(default_model, record.context, 12))
+    expected = collect("ar", default_model, stream_ar(default_model, Request(record.context, 12)))
     assert branch.tokens == expected.tokens and branch.tokens and record.context[-1] == runner_up
     with pytest.raises(BitaError, match="not in the answer"):
         replay(default_model, record_of(prompt_ids, answer.tokens, 6, runner_up))

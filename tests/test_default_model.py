@@ -11,7 +11,7 @@ from bita.decode.sampling import Sampling
 from bita.decode.verify import walk_ranks
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.errors import BitaError
-from bita.generate import collect, stream_ar, stream_bita
+from bita.generate import Request, collect, stream_ar, stream_bita
 from bita.model.loading import encode_chat
 from bita.model.shipped import UNTRAINED, default_adapter_name, resolve_adapter, shipped_adapters
 from bita.plan.acceptance import draft_ranks
@@ -35,7 +35,7 @@ def adapter(default_model):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_bita_matches_hf_generate_on_chat_prompts(default_model, adapter, prompt):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}])
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE))
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, Request(ids, 48, TREE)))
     assert bita.tokens == hf_generate(default_model.model, ids, 48, default_model.eos_token_ids)
     assert bita.text.strip()
 
@@ -44,7 +44,7 @@ def test_bita_matches_hf_generate_on_chat_prompts(default_model, adapter, prompt
 def test_dynamic_trees_on_the_recalibrated_adapter_match_hf_generate(default_model, adapter, spec):
     """The shipped adapter's stored reliability builds each pass's tree; its drafts carry their chances."""
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[0]}])
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, spec, drafts="masks"))
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, Request(ids, 48, spec, drafts="masks")))
     assert bita.tokens == hf_generate(default_model.model, ids, 48, default_model.eos_token_ids)
     passes = [r for r in bita.steps if r.kind == "tree" and r.nodes]
     assert passes and all(r.rows <= int(spec.split(":")[1]) for r in passes)
@@ -55,8 +55,9 @@ def test_dynamic_trees_on_the_recalibrated_adapter_match_hf_generate(default_mod
 def test_stop_strings_stop_both_loops_at_the_same_token(default_model, adapter):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[2]}])
     stops = ("\n",)
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 64, "efficient:3,2,2", stops))
-    ar = collect("ar", default_model, stream_ar(default_model, ids, 64, stops))
+    request = Request(ids, 64, "efficient:3,2,2", stop_strings=stops)
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, request))
+    ar = collect("ar", default_model, stream_ar(default_model, request))
     hf = run_hf(default_model, ids, 64, stops)
     assert bita.tokens == ar.tokens == hf.tokens
     assert bita.finish == "stop" and "\n" in default_model.tokenizer.decode(bita.tokens)
@@ -66,7 +67,7 @@ def test_multi_turn_chat_is_lossless(default_model, adapter):
     messages = [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": "An apple."},
                 {"role": "user", "content": "What colour is it usually?"}]
     ids = encode_chat(default_model.tokenizer, messages)
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 32, "full:2,2,2"))
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, Request(ids, 32, "full:2,2,2")))
     assert bita.tokens == run_hf(default_model, ids, 32).tokens
 
 
@@ -75,7 +76,21 @@ def test_multi_turn_chat_is_lossless(default_model, adapter):
 def test_absurd_lengths_are_refused(default_model, adapter, max_new_tokens, message):
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "hi"}])
     with pytest.raises(BitaError, match=message):
-        stream_bita(default_model, adapter, ids, max_new_tokens, DEFAULT_TREE)
+        stream_bita(default_model, adapter, Request(ids, max_new_tokens, DEFAULT_TREE))
+
+
+@pytest.mark.parametrize("prompt,max_new_tokens,sampling,message", [
+    ("", 8, None, "the prompt is empty"), ("hi", 0, None, "from 1 to"), ("hi", -3, None, "from 1 to"),
+    ("hi", 8, 0.7, "sampling must be a bita.Sampling")])
+def test_an_absurd_request_is_refused_by_both_streams(default_model, adapter, prompt, max_new_tokens, sampling,
+                                                      message):
+    """A Request is checked when a stream is asked for: the same one-line BitaError from either."""
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": prompt}]) if prompt else []
+    request = Request(ids, max_new_tokens, sampling=sampling)
+    with pytest.raises(BitaError, match=message):
+        stream_bita(default_model, adapter, request)
+    with pytest.raises(BitaError, match=message):
+        stream_ar(default_model, request)
 
 
 def test_shipped_adapter_is_the_default_and_drafts_well(default_model, adapter):
@@ -88,7 +103,7 @@ def test_shipped_adapter_is_the_default_and_drafts_well(default_model, adapter):
     training = adapter.config.training
     assert training["steps"] > 0 and len(training["heldout_top1_per_depth"]) == adapter.n_masks
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "List five fruits, one per line."}])
-    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE))
+    run = collect("bita", default_model, stream_bita(default_model, adapter, Request(ids, 48, TREE)))
     assert run.tokens == run_hf(default_model, ids, 48).tokens and run.mean_accepted > 1.3
 
 
@@ -98,7 +113,7 @@ def test_auto_picks_a_tree_or_plain_ar_and_stays_lossless(default_model, adapter
     plan = plan_tree(default_model, adapter, DEFAULT_TREE)
     assert plan.reason.startswith("auto: ") and ("no tree pays" in plan.reason) == (plan.tree is None)
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[1]}])
-    run = collect("bita", default_model, stream_bita(default_model, adapter, ids, 32, plan))
+    run = collect("bita", default_model, stream_bita(default_model, adapter, Request(ids, 32, plan)))
     assert run.tokens == run_hf(default_model, ids, 32).tokens
     assert {r.kind for r in run.steps[1:]} <= ({"ar"} if plan.tree is None else {"tree"})
 
@@ -139,7 +154,7 @@ def test_acceptance_walk_predicts_every_real_pass(default_model, adapter):
     gives exactly the number of drafts the next real pass accepted."""
     tree = parse_tree_spec("efficient:3,2,2")
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Describe a sunny day in the park."}])
-    records = list(stream_bita(default_model, adapter, ids, 64, tree))
+    records = list(stream_bita(default_model, adapter, Request(ids, 64, tree)))
     ranks = draft_ranks(records)
     pairs = [(walk_ranks(tree, r)[0], len(records[i + 1].accepted)) for i, r in ranks.items() if i + 1 < len(records)]
     assert len(pairs) >= len(records) - 4 and all(p == a for p, a in pairs)
@@ -154,6 +169,7 @@ def test_the_walk_on_the_device_is_lossless_on_the_real_model(default_model, ada
     monkeypatch.setattr(pass_logits, "on_device", lambda device: True)
     monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # as on a GPU
     ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": PROMPTS[0]}])
-    bita = collect("bita", default_model, stream_bita(default_model, adapter, ids, 48, TREE, sampling=sampling))
-    assert bita.tokens == collect("ar", default_model, stream_ar(default_model, ids, 48, sampling=sampling)).tokens
+    request = Request(ids, 48, TREE, sampling=sampling)
+    bita = collect("bita", default_model, stream_bita(default_model, adapter, request))
+    assert bita.tokens == collect("ar", default_model, stream_ar(default_model, request)).tokens
     assert bita.forward_passes < len(bita.tokens)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bita.bench.baselines import run_hf
-from bita.generate import collect, stream_ar, stream_bita
+from bita.generate import Request, collect, stream_ar, stream_bita
 from bita.model.loading import encode_chat, load_model, model_source, packaged_gguf
 from bita.model.shipped import resolve_adapter
 
@@ -50,9 +50,9 @@ def test_bita_equals_hf_generate_before_and_past_the_sliding_window(gemma, words
     assert (len(ids) > WINDOW) == (words > 100)
     adapter, _ = resolve_adapter(gemma, "untrained", prompt_tokens=8)
     reference = run_hf(gemma, ids, 24).tokens
-    assert collect("ar", gemma, stream_ar(gemma, ids, 24)).tokens == reference
+    assert collect("ar", gemma, stream_ar(gemma, Request(ids, 24))).tokens == reference
     for tree in ("efficient:3,2,2", "chain:1"):
-        assert collect("bita", gemma, stream_bita(gemma, adapter, ids, 24, tree)).tokens == reference
+        assert collect("bita", gemma, stream_bita(gemma, adapter, Request(ids, 24, tree))).tokens == reference
 
 
 def test_the_shipped_adapter_is_found_by_the_weights_and_drafts_losslessly(gemma):
@@ -63,7 +63,7 @@ def test_the_shipped_adapter_is_found_by_the_weights_and_drafts_losslessly(gemma
     ids = encode_chat(gemma.tokenizer, [{"role": "user", "content": "Write a Python function that adds two numbers."}])
     reference = run_hf(gemma, ids, 64).tokens
     for drafts in ("both", "all"):
-        bita = collect("bita", gemma, stream_bita(gemma, adapter, ids, 64, "efficient:3,2,2", drafts=drafts))
+        bita = collect("bita", gemma, stream_bita(gemma, adapter, Request(ids, 64, "efficient:3,2,2", drafts=drafts)))
         assert bita.tokens == reference and bita.mean_accepted > 1.3
 
 

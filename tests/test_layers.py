@@ -100,8 +100,8 @@ def test_no_gradio_below_serve():
 
 
 def test_the_public_api_is_exported():
-    for name in ("load_model", "resolve_adapter", "encode_chat", "stream_bita", "stream_ar", "collect", "Sampling",
-                 "plan_tree", "run_hf", "BitaAdapter", "BitaError", "StepRecord", "parse_tree_spec"):
+    for name in ("load_model", "resolve_adapter", "encode_chat", "Request", "stream_bita", "stream_ar", "collect",
+                 "Sampling", "plan_tree", "run_hf", "BitaAdapter", "BitaError", "StepRecord", "parse_tree_spec"):
         assert name in bita.__all__ and callable(getattr(bita, name)), name
 
 

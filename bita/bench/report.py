@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from ..decode.sampling import GREEDY, Sampling
 from ..errors import BitaError
-from ..generate import RunResult, collect, stream_ar, stream_bita
+from ..generate import Request, RunResult, collect, stream_ar, stream_bita
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel, encode_chat
 from ..plan.tree_plan import TreePlan
@@ -89,10 +89,11 @@ def run_method(method: str, loaded: LoadedModel, adapter: BitaAdapter, plan: Tre
         return run_custom_generate(loaded, adapter, plan, prompt_ids, max_new_tokens, sampling)
     if method == "llamacpp":
         return run_llamacpp(loaded, prompt_ids, max_new_tokens, sampling)
+    request = Request(prompt_ids, max_new_tokens, plan, sampling=sampling)
     if method in ("ar", "arf"):
         runner = replace(loaded, runtime=loaded.runtime.fastest()) if method == "arf" else loaded
-        return collect(method, runner, stream_ar(runner, prompt_ids, max_new_tokens, sampling=sampling))
-    return collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, max_new_tokens, plan, sampling=sampling))
+        return collect(method, runner, stream_ar(runner, request))
+    return collect("bita", loaded, stream_bita(loaded, adapter, request))
 
 
 def runnable(methods: tuple[str, ...], loaded: LoadedModel) -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from ..bench.divergence import divergence
 from ..branch import BranchRecord, forced, replay
 from ..decode.verify import shared_prefix
 from ..errors import BitaError
-from ..generate import collect, stream_ar, stream_bita
+from ..generate import Request, collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
 from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
                         sampling_from)
@@ -60,6 +60,8 @@ def run_generate(args: argparse.Namespace) -> dict:
     loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
+    request = Request(prompt_ids, args.max_new_tokens, sampling=sampling, stop_strings=stops,
+                      record_verdicts=args.json)
     report = {"model": loaded.name, "device": describe_device(loaded.device), "runtime": loaded.runtime.describe(),
               "prompt_tokens": len(prompt_ids)}
     runs = {}
@@ -67,12 +69,10 @@ def run_generate(args: argparse.Namespace) -> dict:
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
                          corpus=args.corpus)
-        runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, prompt_ids, args.max_new_tokens, plan,
-                                                           stops, sampling=sampling, record_verdicts=args.json))
+        runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, replace(request, tree=plan)))
         report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason)
     if args.mode in ("ar", "both"):
-        runs["ar"] = collect("ar", loaded, stream_ar(loaded, prompt_ids, args.max_new_tokens, stops, sampling,
-                                                     record_verdicts=args.json))
+        runs["ar"] = collect("ar", loaded, stream_ar(loaded, request))
     if args.mode in ("hf", "both"):
         with loaded.runtime.stock():
             runs["hf"] = run_hf(loaded, prompt_ids, args.max_new_tokens, stops, sampling=sampling)

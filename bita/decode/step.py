@@ -35,21 +35,36 @@ from .verify import Coupling, per_position
 
 
 @dataclass(frozen=True)
-class Request:
-    """What one BiTA request keeps from pass to pass. ``tree``: the mask tree (EMPTY_TREE: no mask drafts),
-    or a dynamic shape (a tree per pass); ``sampling``: greedy, or sampled with ``noise``'s race vectors by
-    position (``coupling``: only a test changes it, to see a wrong one fail); ``ngram_groups``: where mask
-    groups hang on nodes only a chain proposed (bita/drafts/trie.py); ``record_attention``: records carry
-    each pass's attention mask; ``record_verdicts``: what the verifier said of each emitted token
-    (bita/decode/explain.py; off where runs are timed against each other)."""
+class Chains:
+    """The chains every pass drafts beside the mask tree, looked up in prompt + output (the default: none).
+    ``ngram_tokens`` > 0: the n-gram chain of up to that many tokens (bita/drafts/ngram.py), mask groups hung
+    on the nodes only it proposed as ``ngram_groups`` says (bita/drafts/trie.py); ``corpus`` with
+    ``corpus_tokens`` > 0: the chain of up to that many tokens (or, a sequence, ``corpus_tokens[match
+    length]``: a gate) that continued the longest match of prompt + output's end in the corpus
+    (bita/drafts/corpus.py)."""
+
+    ngram_tokens: int = 0
+    ngram_groups: str = GROUPS_NONE
+    corpus: CorpusIndex | None = None
+    corpus_tokens: int | Sequence[int] = 0
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How BiTA drafts and verifies on ``runtime`` with ``adapter``, the same at every pass of a run (and of
+    any run: a run's own state is its ``DecodeState``). ``tree``: the mask tree (EMPTY_TREE: no mask
+    drafts), or a dynamic shape (a tree per pass); ``sampling``: greedy, or sampled with the run's race
+    noise, ``coupling`` handing a pass its vectors (only a test changes it, to see a wrong one fail);
+    ``chains``: what drafts beside the tree; ``record_attention``: records carry each pass's attention mask;
+    ``record_verdicts``: what the verifier said of each emitted token (bita/decode/explain.py; off where runs
+    are timed against each other)."""
 
     runtime: Runtime
     adapter: BitaAdapter
     tree: DraftTree | DynamicShape
     sampling: Sampling = GREEDY
-    noise: RaceNoise | None = None
+    chains: Chains = Chains()
     coupling: Coupling = per_position
-    ngram_groups: str = GROUPS_NONE
     record_attention: bool = False
     record_verdicts: bool = False
 
@@ -60,12 +75,18 @@ class DecodeState:
     context_length: int  # ordinary tokens in the cache (prompt slots excluded)
     root: int  # last emitted token: fed, and cached, by the next pass
     drafts: Drafts | None  # None when the last accepted node carried no mask group, or masks are off
+    noise: RaceNoise | None = None  # the run's race vectors by position (None: greedy)
 
     def rewind(self, n_prompt: int, drafts: Drafts | None) -> None:
         """Drop what later passes appended to this state's cache (a pass grows the cache in place) and
         draft with ``drafts`` next: to time one pass shape again and again from the same state."""
         self.cache.crop(-(self.cache.get_seq_length() - n_prompt - self.context_length))
         self.drafts = drafts
+
+    def forget_emitted(self) -> None:
+        """Every position up to the root is emitted: the noise drops their vectors."""
+        if self.noise is not None:
+            self.noise.forget(self.context_length + 1)
 
 
 @torch.inference_mode()
@@ -90,16 +111,16 @@ def forward_layout(runtime: Runtime, adapter: BitaAdapter, cache: Cache, layout:
                        allowed_keys(layout, adapter.n_prompt, context_length), len(ordinary_tokens))
 
 
-def draft_candidates(request: Request, drafts: Drafts | None, ngram: Sequence[int] = (),
+def draft_candidates(decoding: Decoding, drafts: Drafts | None, ngram: Sequence[int] = (),
                      corpus: Sequence[int] = ()) -> Candidates:
     """One pass's candidates: the mask tree (a dynamic shape: the tree its drafts' confidence picks, within
     the rows the chains leave it, bita/drafts/dynamic.py) filled with ``drafts`` (when there are any) and
     merged with the n-gram chain ``ngram`` and the corpus chain ``corpus`` (bita/drafts/trie.py)."""
-    tree, chances = request.tree, None
+    tree, chances = decoding.tree, None
     if isinstance(tree, DynamicShape):
         tree, chances = (EMPTY_TREE, []) if drafts is None else dynamic_tree(drafts.probs.tolist(), tree,
                                                                                len(ngram) + len(corpus))
-    trie = build_trie(tree, drafts.tokens.tolist() if drafts is not None else None, ngram, request.ngram_groups,
+    trie = build_trie(tree, drafts.tokens.tolist() if drafts is not None else None, ngram, decoding.chains.ngram_groups,
                       corpus)
     return Candidates(trie, chances, drafts.probs if drafts is not None else None)
 
@@ -111,94 +132,80 @@ def _timed_record(runtime: Runtime, record_fn: Callable[[], tuple[DecodeState, S
 
 
 @torch.inference_mode()
-def prefill(request: Request, prompt_ids: list[int], cache: Cache) -> tuple[DecodeState, StepRecord]:
+def prefill(decoding: Decoding, prompt_ids: list[int], cache: Cache) -> tuple[DecodeState, StepRecord]:
     """Encode the prompt plus one mask group on its last token into ``cache`` (a ``new_cache`` made before
     the timed pass): the first AR token (argmax, or the race winner) and the drafts the tree needs
-    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree)."""
-    runtime, adapter, tree = request.runtime, request.adapter, request.tree
+    (``tree.depth`` depths, top ``tree.max_rank`` each; none for an empty tree). Sampled, the run's race
+    noise starts here, seeded from ``sampling.seed``, its first position the prompt's end."""
+    runtime, adapter, tree, sampling = decoding.runtime, decoding.adapter, decoding.tree, decoding.sampling
+    noise = sampling.noise(len(prompt_ids), runtime.device)
 
     def run():
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
         logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(forward_layout(
             runtime, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)[chain - 1:]))  # last row, group
-        bonus = next_token(logits[0], request.sampling, request.noise, chain)
+        bonus = next_token(logits[0], sampling, noise, chain)
         drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         cache.keep(adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
                             bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
-                            sampled=not request.sampling.greedy, pass_seconds=pass_seconds)
-        attach_attention(record, layout, adapter.n_prompt, 0, request.record_attention)
-        if request.record_verdicts:
-            drawn = [request.noise.vector(chain, logits.shape[-1])] if request.noise is not None else ()
-            record.verdicts = row_verdicts(logits[:1], [bonus], [[]], request.sampling, runtime.dtype, drawn)
-        return DecodeState(cache, chain, bonus, drafts), record
+                            sampled=not sampling.greedy, pass_seconds=pass_seconds)
+        attach_attention(record, layout, adapter.n_prompt, 0, decoding.record_attention)
+        if decoding.record_verdicts:
+            drawn = [noise.vector(chain, logits.shape[-1])] if noise is not None else ()
+            record.verdicts = row_verdicts(logits[:1], [bonus], [[]], sampling, runtime.dtype, drawn)
+        return DecodeState(cache, chain, bonus, drafts, noise), record
     return _timed_record(runtime, run)
 
 
 @torch.inference_mode()
-def tree_step(request: Request, state: DecodeState, index: int, ngram: Sequence[int] = (),
+def tree_step(decoding: Decoding, state: DecodeState, index: int, ngram: Sequence[int] = (),
               corpus: Sequence[int] = ()) -> tuple[DecodeState, StepRecord]:
     """Feed root + candidates (``draft_candidates`` with the chains ``ngram`` and ``corpus``) + mask groups;
     verify (``judge``: the tokens emitted are AR's, greedy or with the same seed); keep the accepted path in
     the cache. The drafts stay top-k either way."""
-    runtime, adapter, length = request.runtime, request.adapter, state.context_length
+    runtime, adapter, sampling, length = decoding.runtime, decoding.adapter, decoding.sampling, state.context_length
 
     def run():
-        candidates = draft_candidates(request, state.drafts, ngram, corpus)
+        candidates = draft_candidates(decoding, state.drafts, ngram, corpus)
         trie = candidates.trie
-        layout = decode_layout(trie.tree, request.tree.depth, 1)
+        layout = decode_layout(trie.tree, decoding.tree.depth, 1)
         timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
         timer.start()
         ids = torch.tensor([state.root, *trie.tokens]).to(runtime.device)  # [1 + N]: the pass's, then the walk's
         logits = pass_logits(runtime, forward_layout(runtime, adapter, state.cache, layout, ids, length, length),
                              layout, 1 + trie.tree.size)
         timer.stop()
-        noise = None if request.sampling.greedy else request.coupling(request.noise, trie.tree, length + 1)
-        verdict, next_drafts = judge(trie, layout, logits, request.tree, request.sampling, noise, ids[1:])
+        noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
+        verdict, next_drafts = judge(trie, layout, logits, decoding.tree, sampling, noise, ids[1:])
         state.cache.keep(adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
         record = tree_record(index=index, position=length, root=state.root, candidates=candidates, verdict=verdict,
                              next_drafts=next_drafts.as_lists() if next_drafts else [], rows=layout.rows,
-                             n_prompt=adapter.n_prompt, sampled=not request.sampling.greedy)
+                             n_prompt=adapter.n_prompt, sampled=not sampling.greedy)
         record.pass_seconds = timer.seconds()
-        attach_attention(record, layout, adapter.n_prompt, length, request.record_attention)
-        if request.record_verdicts:
-            record.verdicts = pass_verdicts(logits.verified, trie.tree, trie.tokens, verdict, request.sampling,
-                                            runtime.dtype, noise)
-        return DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts), record
+        attach_attention(record, layout, adapter.n_prompt, length, decoding.record_attention)
+        if decoding.record_verdicts:
+            record.verdicts = pass_verdicts(logits.verified, trie.tree, trie.tokens, verdict, sampling, runtime.dtype,
+                                            noise)
+        return (DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts,
+                            state.noise), record)
     return _timed_record(runtime, run)
 
 
-def forget_emitted(noise: RaceNoise | None, state: DecodeState) -> None:
-    """Every position up to ``state``'s root is emitted: ``noise`` drops their vectors."""
-    if noise is not None:
-        noise.forget(state.context_length + 1)
 
-
-def bita_steps(runtime: Runtime, adapter: BitaAdapter, prompt_ids: list[int], tree: DraftTree | DynamicShape,
-               stop: StopCondition, record_attention: bool = False, ngram_tokens: int = 0,
-               ngram_groups: str = GROUPS_NONE, sampling: Sampling = GREEDY, corpus: CorpusIndex | None = None,
-               corpus_tokens: int | Sequence[int] = 0, coupling: Coupling = per_position,
-               record_verdicts: bool = False) -> Iterator[StepRecord]:
-    """BiTA generation on ``runtime``, one StepRecord per forward pass, until ``stop`` says so.
-
-    ``tree``, ``record_attention``, ``ngram_groups``, ``sampling``, ``coupling`` and ``record_verdicts``: as
-    ``Request`` keeps them. ``ngram_tokens`` > 0 adds to every pass the n-gram chain of up to that many
-    tokens looked up in prompt + output (bita/drafts/ngram.py); ``corpus`` with ``corpus_tokens`` > 0 the
-    chain of up to that many tokens (or, a sequence, ``corpus_tokens[match length]``: a gate) that continued
-    the longest match of prompt + output's end in the corpus (bita/drafts/corpus.py). Sampled, the output
-    equals sampled AR's (``ar_steps``) with the same settings and seed: one race noise for this run,
-    seeded from ``sampling.seed``, its vectors by position.
-    """
-    noise = sampling.noise(len(prompt_ids), runtime.device)
-    request = Request(runtime, adapter, tree, sampling, noise, coupling, ngram_groups, record_attention,
-                      record_verdicts)
-    # made before the first timed pass, with room for the whole request: a pooled buffer records its graphs here
+def bita_steps(decoding: Decoding, prompt_ids: list[int], stop: StopCondition) -> Iterator[StepRecord]:
+    """BiTA generation after ``prompt_ids`` as ``decoding`` says, one StepRecord per forward pass, until
+    ``stop`` says so. Sampled, the output equals sampled AR's (``ar_steps``) with the same settings and seed:
+    one race noise for this run, seeded from ``sampling.seed``, its vectors by position."""
+    runtime, adapter, chains = decoding.runtime, decoding.adapter, decoding.chains
+    ngram_tokens, corpus, corpus_tokens = chains.ngram_tokens, chains.corpus, chains.corpus_tokens
+    # made before the first timed pass, with room for the whole run: a pooled buffer records its graphs here
     cache = new_cache(runtime, adapter, len(prompt_ids) + stop.max_new_tokens)
     try:
-        state, record = prefill(request, prompt_ids, cache)
+        state, record = prefill(decoding, prompt_ids, cache)
         record.emit(*stop.take([record.bonus]))
-        forget_emitted(noise, state)
+        state.forget_emitted()
         history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
         any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
         yield record
@@ -206,9 +213,9 @@ def bita_steps(runtime: Runtime, adapter: BitaAdapter, prompt_ids: list[int], tr
         while record.finish is None:
             ngram = history.propose(ngram_tokens) if ngram_tokens else ()
             chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
-            state, record = tree_step(request, state, index, ngram, chain)
+            state, record = tree_step(decoding, state, index, ngram, chain)
             record.emit(*stop.take(record.accepted + [record.bonus]))
-            forget_emitted(noise, state)
+            state.forget_emitted()
             history.extend(record.accepted + [record.bonus])
             index += 1
             yield record

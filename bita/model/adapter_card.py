@@ -38,7 +38,7 @@ import bita
 loaded = bita.load_model("{load_name}")
 adapter = bita.BitaAdapter.from_pretrained("{repo_id}", model=loaded.model)
 ids = bita.encode_chat(loaded.tokenizer, [{{"role": "user", "content": "Name three colours."}}])
-print(bita.collect("bita", loaded, bita.stream_bita(loaded, adapter, ids, 64, "auto")).text)
+print(bita.collect("bita", loaded, bita.stream_bita(loaded, adapter, bita.Request(ids, 64))).text)
 ```
 
 The adapter loads only on the weights it was made for: their fingerprint is `{fingerprint}`

@@ -10,7 +10,7 @@ from tqdm import tqdm
 from ..decode.autoregressive import ar_steps
 from ..decode.masks import decode_layout
 from ..decode.pass_logits import Drafts
-from ..decode.step import Request, new_cache, prefill, tree_step
+from ..decode.step import Decoding, new_cache, prefill, tree_step
 from ..decode.stopping import StopCondition
 from ..drafts.tree import parse_tree_spec
 from ..model.adapter import BitaAdapter
@@ -34,23 +34,23 @@ def measure_pass_costs(loaded: LoadedModel, adapter: BitaAdapter, specs: list[st
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
     prompt = torch.randint(100, vocab, (context,), generator=generator).tolist()
     runtime = loaded.runtime
-    requests = [Request(runtime, adapter, parse_tree_spec(spec)) for spec in specs]
-    states = [prefill(request, prompt, new_cache(runtime, adapter))[0] for request in requests]
+    decodings = [Decoding(runtime, adapter, parse_tree_spec(spec)) for spec in specs]
+    states = [prefill(decoding, prompt, new_cache(runtime, adapter))[0] for decoding in decodings]
     ar = ar_steps(runtime, prompt, StopCondition(repeats + 2))
     next(ar)  # the prefill is not a decoding pass
-    times: list[list[float]] = [[] for _ in range(len(requests) + 1)]
+    times: list[list[float]] = [[] for _ in range(len(decodings) + 1)]
     for index in tqdm(range(repeats + 1), desc="pass cost", unit="round"):
         times[0].append(next(ar).seconds)
-        for request, state, seconds in zip(requests, states, times[1:]):
-            shape = (request.tree.depth, request.tree.max_rank)
+        for decoding, state, seconds in zip(decodings, states, times[1:]):
+            shape = (decoding.tree.depth, decoding.tree.max_rank)
             state.rewind(adapter.n_prompt, Drafts(torch.randint(100, vocab, shape, generator=generator),
                                                   torch.full(shape, 0.5)))
-            _, record = tree_step(request, state, index)
+            _, record = tree_step(decoding, state, index)
             seconds.append(record.seconds)
     ar.close()
     for state in states:
         runtime.release(state.cache)
-    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(r.tree, r.tree.depth).rows) for spec, r in zip(specs, requests)]
+    rows = [(AR_LABEL, 1)] + [(spec, decode_layout(r.tree, r.tree.depth).rows) for spec, r in zip(specs, decodings)]
     return [{"tree": label, "rows": n, "seconds": statistics.median(t[1:]), "spread": quartiles(t[1:])}
             for (label, n), t in zip(rows, times)]
 

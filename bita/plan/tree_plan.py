@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..decode.sampling import Sampling
+from ..decode.step import Chains
 from ..drafts.corpus import CorpusIndex
 from ..drafts.dynamic import DynamicShape
 from ..drafts.sources import ALL, DEFAULT_DRAFTS, DRAFT_OPTIONS, MASK, NGRAM
@@ -59,6 +60,11 @@ class TreePlan:
     def corpus_tokens(self) -> int:
         """The longest corpus chain a pass drafts (0: none)."""
         return max(self.corpus_lengths, default=0)
+
+    @property
+    def chains(self) -> Chains:
+        """The chains every pass drafts beside the tree (``bita_steps``)."""
+        return Chains(self.ngram_tokens, corpus=self.corpus, corpus_tokens=self.corpus_lengths)
 
     @property
     def spec(self) -> str:

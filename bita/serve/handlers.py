@@ -26,7 +26,7 @@ from ..decode.records import StepRecord
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..errors import BitaError
-from ..generate import stream_ar, stream_bita
+from ..generate import Request, stream_ar, stream_bita
 from ..model.adapter import BitaAdapter
 from ..model.loading import encode_chat
 from ..plan.autotree import CostTable
@@ -145,9 +145,9 @@ class ModelHandlers:
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages), settings=request)
         with shown_on_page():
-            steps = engine.thread.call(stream_bita, engine.loaded, request.adapter, turn.prompt_ids,
-                                       request.max_new_tokens, request.plan, record_attention=True,
-                                       sampling=request.sampling, record_verdicts=True)
+            steps = engine.thread.call(stream_bita, engine.loaded, request.adapter, Request(
+                turn.prompt_ids, request.max_new_tokens, request.plan, sampling=request.sampling,
+                record_attention=True, record_verdicts=True))
         updated = Conversation(messages, conversation.turns + [turn])
         earlier = conversation.shown(engine.decode)  # rendered once; each update renders only the new turn
 
@@ -218,9 +218,10 @@ class ModelHandlers:
         request, engine = self.settings_of(*settings), self.engine
         ids = encode_chat(engine.loaded.tokenizer, [{"role": "user", "content": prompt}])
         with shown_on_page():
-            ar = engine.thread.call(stream_ar, engine.loaded, ids, request.max_new_tokens, sampling=request.sampling)
-            bita = engine.thread.call(stream_bita, engine.loaded, request.adapter, ids, request.max_new_tokens,
-                                      request.plan, sampling=request.sampling)
+            asked = Request(ids, request.max_new_tokens, request.plan, sampling=request.sampling)
+            ar = engine.thread.call(stream_ar, engine.loaded, asked)
+            bita = engine.thread.call(stream_bita, engine.loaded, request.adapter, asked)
+
         def lanes_view(ar_lane: Lane, bita_lane: Lane) -> tuple:
             """(AR text, BiTA's coloured tokens, race table, race figure) as the race stands."""
             return (engine.text(ar_lane.tokens), legend_html() + output_html(bita_lane.records, engine.decode),

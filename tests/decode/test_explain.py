@@ -8,7 +8,7 @@ from conftest import random_prompts, tiny_model, tree_of
 from bita.decode.autoregressive import ar_steps
 from bita.decode.explain import BLOCK, TOP_K, Warp, emitting_rows, near_tie, rounding_gap, row_verdicts, top_indices
 from bita.decode.sampling import GREEDY, Sampling, target_probs
-from bita.decode.step import bita_steps
+from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
@@ -101,8 +101,9 @@ def test_a_tiny_models_records_carry_one_verdict_per_emitted_token(sampling, one
     model = tiny_model("llama")
     runtime, adapter = runtime_of(model), BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
     for prompt in random_prompts(3, seed=5):
-        records = list(bita_steps(runtime, adapter, prompt, tree_of("efficient:3,2,2"), StopCondition(20),
-                                  ngram_tokens=3, sampling=sampling, record_verdicts=True))
+        decoding = Decoding(runtime, adapter, tree_of("efficient:3,2,2"), sampling, Chains(ngram_tokens=3),
+                            record_verdicts=True)
+        records = list(bita_steps(decoding, prompt, StopCondition(20)))
         records += list(ar_steps(runtime, prompt, StopCondition(5), sampling, record_verdicts=True))
         for record in records:
             assert [v.chosen.token for v in record.verdicts] == record.emitted
@@ -112,5 +113,6 @@ def test_a_tiny_models_records_carry_one_verdict_per_emitted_token(sampling, one
                 assert [a.token for a in record.verdicts[-1].rejected] == [n.token for n in
                                                                            record.rejected_alternatives()]
         assert any(v.rejected for r in records for v in r.verdicts)
-    plain = bita_steps(runtime, adapter, random_prompts(1, seed=5)[0], tree_of("efficient:3,2,2"), StopCondition(8))
+    plain = bita_steps(Decoding(runtime, adapter, tree_of("efficient:3,2,2")), random_prompts(1, seed=5)[0],
+                       StopCondition(8))
     assert all(r.verdicts == [] for r in plain)

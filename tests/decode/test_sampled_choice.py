@@ -11,7 +11,7 @@ from bita.decode.explain import row_verdicts
 from bita.decode.records import StepRecord
 from bita.decode.sampled_choice import sampled_choice
 from bita.decode.sampling import GREEDY, Sampling, race_winner, target_probs
-from bita.decode.step import bita_steps
+from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.model.adapter import BitaAdapter
 from bita.runtime.runtime import runtime_of
@@ -59,8 +59,8 @@ def test_a_tiny_models_sampled_tokens_won_their_race_and_its_rejected_drafts_los
     runtime, adapter = runtime_of(model), BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
     sampling = Sampling(temperature=1.5, top_k=50, top_p=0.95, seed=4)
     for prompt in random_prompts(3, seed=8):
-        for record in bita_steps(runtime, adapter, prompt, tree_of("efficient:3,2,2"), StopCondition(16),
-                                 sampling=sampling, record_verdicts=True):
+        decoding = Decoding(runtime, adapter, tree_of("efficient:3,2,2"), sampling, record_verdicts=True)
+        for record in bita_steps(decoding, prompt, StopCondition(16)):
             for slot in range(len(record.emitted)):
                 choice = sampled_choice(record, slot)
                 assert choice.drawn.kept and all(t.score <= choice.drawn.score for t in choice.tokens)

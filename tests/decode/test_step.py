@@ -12,7 +12,7 @@ from conftest import VOCAB, random_prompts
 from bita.decode import pass_logits
 from bita.decode.masks import decode_layout
 from bita.decode.sampling import GREEDY, Sampling
-from bita.decode.step import bita_steps, forward_layout, new_cache
+from bita.decode.step import Chains, Decoding, bita_steps, forward_layout, new_cache
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.runtime.device import output_logits
@@ -152,8 +152,8 @@ def test_the_walk_on_the_device_gives_the_same_passes_as_the_walk_in_python(monk
     prompt, tree = random_prompts(1, seed=6)[0], parse_tree_spec("efficient:3,2,2")
 
     def passes():
-        return list(bita_steps(runtime_of(model), adapter, prompt, tree, StopCondition(24), ngram_tokens=2,
-                               sampling=sampling))
+        return list(bita_steps(Decoding(runtime_of(model), adapter, tree, sampling, Chains(ngram_tokens=2)), prompt,
+                               StopCondition(24)))
 
     plain = passes()
     on_device = []

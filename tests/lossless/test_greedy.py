@@ -10,7 +10,7 @@ from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
 from bita.decode.pass_logits import Drafts
 from bita.decode.records import ACCEPTED
-from bita.decode.step import Request, bita_steps, new_cache, prefill, tree_step
+from bita.decode.step import Chains, Decoding, bita_steps, new_cache, prefill, tree_step
 from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.sources import BOTH, CORPUS, NGRAM
@@ -31,11 +31,11 @@ def emitted(steps):
                          + [(SPECS[0], 8, "shallow"), (SPECS[0], 0, "deep")])
 def test_bita_equals_hf_generate_and_ar_loop(tiny, spec, prompt_tokens, prompt_style):
     adapter = BitaAdapter.create(tiny, prompt_tokens=prompt_tokens, mask_tokens=3, seed=0, prompt_style=prompt_style)
-    tree = tree_of(spec)
+    decoding = Decoding(runtime_of(tiny), adapter, tree_of(spec))
     for prompt in random_prompts(8, seed=11):
         reference = hf_generate(tiny, prompt, 24, [])
         assert emitted(ar_steps(runtime_of(tiny), prompt, StopCondition(24))) == reference
-        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(24)))
+        records = list(bita_steps(decoding, prompt, StopCondition(24)))
         assert emitted(records) == reference
         assert records[-1].finish == "length" and all(r.finish is None for r in records[:-1])
 
@@ -50,13 +50,13 @@ def test_bita_is_lossless_past_a_sliding_window(windowed_tiny, spec):
 
 def test_bita_stops_at_the_same_eos(tiny):
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
-    tree = parse_tree_spec("efficient:3,2,2")
+    decoding = Decoding(runtime_of(tiny), adapter, parse_tree_spec("efficient:3,2,2"))
     for prompt in random_prompts(6, seed=21):
         free_run = hf_generate(tiny, prompt, 30, [])
         eos = free_run[9]  # a token the model really produces: generation must stop at its first use
         reference = hf_generate(tiny, prompt, 30, [eos])
         assert reference[-1] == eos and len(reference) <= 10
-        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(30, [eos])))
+        records = list(bita_steps(decoding, prompt, StopCondition(30, [eos])))
         assert emitted(records) == reference and records[-1].finish == "eos"
 
 
@@ -73,14 +73,14 @@ def exact_passes(tiny, spec: str, prepare, passes: int = 5, ngram_groups: str = 
     and returns extra ``tree_step`` arguments (the chains). Checks that the output so far equals HF
     generate's after every step and that the cache holds exactly the context at the end."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3)
-    request = Request(runtime_of(tiny), adapter, parse_tree_spec(spec), ngram_groups=ngram_groups)
+    decoding = Decoding(runtime_of(tiny), adapter, parse_tree_spec(spec), chains=Chains(ngram_groups=ngram_groups))
     vocab = tiny.get_output_embeddings().weight.shape[0]
     prompt = random_prompts(1, seed=31)[0]
     truth = hf_generate(tiny, prompt, 40, [])
-    state, record = prefill(request, prompt, new_cache(request.runtime, adapter))
+    state, record = prefill(decoding, prompt, new_cache(decoding.runtime, adapter))
     output = [record.bonus]
     for index in range(1, passes + 1):
-        state, record = tree_step(request, state, index, **prepare(state, truth, len(output), vocab))
+        state, record = tree_step(decoding, state, index, **prepare(state, truth, len(output), vocab))
         yield state, record
         output += record.accepted + [record.bonus]
         assert output == truth[:len(output)]
@@ -124,7 +124,8 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
     """Mask drafts and n-gram chains in one trie (n-gram chains alone where ``spec`` is empty),
     the chains looked up in the context as in real use, or forced to hit or to miss."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=8, mask_tokens=3, seed=0)
-    tree = tree_of(spec) if spec else EMPTY_TREE
+    decoding = Decoding(runtime_of(tiny), adapter, tree_of(spec) if spec else EMPTY_TREE,
+                        chains=Chains(ngram_tokens=4, ngram_groups=ngram_groups))
     vocab = tiny.get_output_embeddings().weight.shape[0]
     sources = Counter()
     for prompt in random_prompts(4, seed=11):
@@ -133,8 +134,7 @@ def test_bita_with_ngram_chains_equals_hf_generate(tiny, monkeypatch, chains, sp
             shift = 0 if chains == "oracle" else 7
             monkeypatch.setattr("bita.decode.step.NgramIndex", lambda history, max_match: ScriptedChains(
                 history[len(prompt):], reference, shift, vocab))
-        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree, StopCondition(24), ngram_tokens=4,
-                                  ngram_groups=ngram_groups))
+        records = list(bita_steps(decoding, prompt, StopCondition(24)))
         assert emitted(records) == reference
         sources.update(n.source for r in records for n in r.nodes if n.status == ACCEPTED)
     if chains == "oracle":
@@ -154,11 +154,11 @@ def test_bita_with_corpus_chains_equals_hf_generate(tiny, corpus_kind, spec):
     references = [hf_generate(tiny, prompt, 24, eos) for prompt in prompts]
     documents = ([p + r for p, r in zip(prompts, references)] if corpus_kind == "answers"
                  else random_prompts(20, seed=3, low=10, high=60))
-    corpus = CorpusIndex.build(documents)
+    decoding = Decoding(runtime_of(tiny), adapter, tree_of(spec),
+                        chains=Chains(ngram_tokens=3, corpus=CorpusIndex.build(documents), corpus_tokens=4))
     sources = Counter()
     for prompt, reference in zip(prompts, references):
-        records = list(bita_steps(runtime_of(tiny), adapter, prompt, tree_of(spec), StopCondition(24, eos),
-                                  ngram_tokens=3, corpus=corpus, corpus_tokens=4))
+        records = list(bita_steps(decoding, prompt, StopCondition(24, eos)))
         assert emitted(records) == reference
         sources.update(s for r in records for s in r.emitted_sources() if s)
     if corpus_kind == "answers":

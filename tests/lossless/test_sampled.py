@@ -11,6 +11,7 @@ draws, token for token, with the same seed.
 """
 
 from collections import Counter
+from dataclasses import replace
 from itertools import zip_longest
 
 import pytest
@@ -22,7 +23,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
 from bita.decode.sampling import Sampling
-from bita.decode.step import bita_steps
+from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
@@ -101,12 +102,13 @@ def bita_counts(drafting, spec: str, settings: tuple, ngram_tokens: int, prompt:
     long as the n-gram chains when ``corpus`` is given; a test's wrong ``coupling``), and the share
     of its tree passes that accepted a draft."""
     runtime, adapter = drafting
-    tree, counts, passes, accepting = tree_of(spec), Counter(), 0, 0
+    counts, passes, accepting = Counter(), 0, 0
     extra = {"coupling": coupling} if coupling else {}
+    decoding = Decoding(runtime, adapter, tree_of(spec), chains=Chains(
+        ngram_tokens=ngram_tokens, corpus=corpus, corpus_tokens=ngram_tokens if corpus else 0), **extra)
     for seed in range(BITA_SEEDS, BITA_SEEDS + RUNS):
-        records = list(bita_steps(runtime, adapter, prompt, tree, StopCondition(TOKENS), ngram_tokens=ngram_tokens,
-                                  sampling=Sampling(*settings, seed=seed), corpus=corpus,
-                                  corpus_tokens=ngram_tokens if corpus else 0, **extra))
+        records = list(bita_steps(replace(decoding, sampling=Sampling(*settings, seed=seed)), prompt,
+                                  StopCondition(TOKENS)))
         counts[tuple(emitted(records))] += 1
         passes += len(records) - 1
         accepting += sum(bool(r.accepted) for r in records)
@@ -195,12 +197,12 @@ def identity_runs(runtime, adapter, spec, coupling=None, corpus=None, prompt=PRO
     tree passes that accepted a draft) over IDENTITY_SETTINGS x ``seeds`` seeds, with n-gram chains of 3."""
     runs = differ = passes = accepting = 0
     extra = {"coupling": coupling} if coupling else {}
+    decoding = Decoding(runtime, adapter, tree_of(spec),
+                        chains=Chains(ngram_tokens=3, corpus=corpus, corpus_tokens=3 if corpus else 0), **extra)
     for settings in IDENTITY_SETTINGS:
         for seed in range(seeds):
             sampling = Sampling(*settings, seed=seed)
-            records = list(bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(IDENTITY_TOKENS),
-                                      ngram_tokens=3, sampling=sampling, corpus=corpus,
-                                      corpus_tokens=3 if corpus else 0, **extra))
+            records = list(bita_steps(replace(decoding, sampling=sampling), prompt, StopCondition(IDENTITY_TOKENS)))
             ar = emitted(ar_steps(runtime, prompt, StopCondition(IDENTITY_TOKENS), sampling))
             runs, differ = runs + 1, differ + (emitted(records) != ar)
             passes += len(records) - 1
@@ -283,10 +285,10 @@ def test_ar_loop_draws_what_hf_generate_draws(settings):
 
 def test_same_seed_reproduces_and_other_seeds_differ(drafting):
     runtime, adapter = drafting
-    tree = parse_tree_spec("efficient:3,2,2")
+    decoding = Decoding(runtime, adapter, parse_tree_spec("efficient:3,2,2"))
 
     def bita(seed):
-        return emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(24), sampling=Sampling(1.0, seed=seed)))
+        return emitted(bita_steps(replace(decoding, sampling=Sampling(1.0, seed=seed)), PROMPT, StopCondition(24)))
 
     def ar(seed):
         return emitted(ar_steps(runtime, PROMPT, StopCondition(24), Sampling(1.0, seed=seed)))
@@ -299,10 +301,10 @@ def test_same_seed_reproduces_and_other_seeds_differ(drafting):
 def test_interleaved_requests_do_not_share_random_state(drafting):
     """Two streams advanced pass by pass in turn (two app users) give what each gives alone."""
     runtime, adapter = drafting
-    tree = parse_tree_spec("chain:1")
+    decoding = Decoding(runtime, adapter, parse_tree_spec("chain:1"))
 
     def stream(seed):
-        return bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(1.0, seed=seed))
+        return bita_steps(replace(decoding, sampling=Sampling(1.0, seed=seed)), PROMPT, StopCondition(20))
 
     alone = [emitted(stream(seed)) for seed in (11, 12)]
     together = [[], []]
@@ -315,7 +317,7 @@ def test_interleaved_requests_do_not_share_random_state(drafting):
 
 def test_greedy_is_unchanged_when_sampling_is_greedy(drafting):
     runtime, adapter = drafting
-    tree = parse_tree_spec("full:2,2,2")
-    greedy = emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20)))
-    assert emitted(bita_steps(runtime, adapter, PROMPT, tree, StopCondition(20), sampling=Sampling(0.0))) == greedy
+    decoding = Decoding(runtime, adapter, parse_tree_spec("full:2,2,2"))
+    greedy = emitted(bita_steps(decoding, PROMPT, StopCondition(20)))
+    assert emitted(bita_steps(replace(decoding, sampling=Sampling(0.0)), PROMPT, StopCondition(20))) == greedy
     assert greedy == hf_generate(runtime.model, PROMPT, 20, [])

@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard, constants
 from safetensors.torch import save_file
 from transformers import DynamicCache
 
-from bita.decode.step import bita_steps
+from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.errors import BitaError
@@ -149,7 +149,7 @@ def hub_cache(root, repo_id: str, folder) -> None:
 
 
 def drafts_of(model, adapter) -> list:
-    steps = bita_steps(runtime_of(model), adapter, [5, 9, 13, 7, 5, 9], parse_tree_spec("efficient:3,2,1"),
+    steps = bita_steps(Decoding(runtime_of(model), adapter, parse_tree_spec("efficient:3,2,1")), [5, 9, 13, 7, 5, 9],
                        StopCondition(12))
     return [(r.emitted, r.next_drafts) for r in steps]
 

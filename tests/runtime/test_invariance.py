@@ -9,7 +9,7 @@ import torch
 from conftest import WINDOW, WINDOWED_CONFIGS, planned_tiny, random_prompts, tree_of
 
 from bita.decode.autoregressive import ar_steps
-from bita.decode.step import bita_steps
+from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.model.adapter import BitaAdapter
 from bita.runtime import kernel_plan
@@ -51,9 +51,10 @@ def test_greedy_bita_emits_our_ar_loops_tokens_in_the_same_dtype(arch, lean, spe
     row and an AR row would show. Prompts from shorter than the window to four windows long."""
     runtime = planned(arch, lean, dtype)
     adapter = BitaAdapter.create(runtime.model, prompt_tokens=4, mask_tokens=3, seed=1)
+    decoding = Decoding(runtime, adapter, tree_of(spec), chains=Chains(ngram_tokens=3))
     for prompt in random_prompts(3, seed=5, low=WINDOW - 3, high=4 * WINDOW):
         reference = [t for r in ar_steps(runtime, prompt, StopCondition(24)) for t in r.emitted]
-        steps = bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(24), ngram_tokens=3)
+        steps = bita_steps(decoding, prompt, StopCondition(24))
         assert [t for r in steps for t in r.emitted] == reference
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
-from bita.decode.step import bita_steps
+from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
@@ -71,7 +71,7 @@ def test_bita_is_lossless_on_a_plan_that_mixes_paths(spec):
     for prompt in random_prompts(4, seed=13):
         reference = hf_generate(model, prompt, 24, [])
         assert [t for r in ar_steps(runtime, prompt, StopCondition(24)) for t in r.emitted] == reference
-        steps = bita_steps(runtime, adapter, prompt, parse_tree_spec(spec), StopCondition(24))
+        steps = bita_steps(Decoding(runtime, adapter, parse_tree_spec(spec)), prompt, StopCondition(24))
         assert [t for r in steps for t in r.emitted] == reference
 
 

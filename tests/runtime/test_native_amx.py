@@ -10,7 +10,7 @@ from conftest import planned_tiny, random_prompts, tree_of
 from torch import nn
 
 from bita.decode.autoregressive import ar_steps
-from bita.decode.step import bita_steps
+from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.model.adapter import BitaAdapter
 from bita.runtime import kernel_plan, native
@@ -119,5 +119,6 @@ def test_greedy_bita_on_the_amx_path_emits_our_ar_loops_tokens(lean, one_thread)
     for spec in ("efficient:3,2,2", "dynamic:12"):
         for prompt in random_prompts(2, seed=5):
             reference = [t for r in ar_steps(runtime, prompt, StopCondition(24)) for t in r.emitted]
-            steps = bita_steps(runtime, adapter, prompt, tree_of(spec), StopCondition(24), ngram_tokens=3)
+            steps = bita_steps(Decoding(runtime, adapter, tree_of(spec), chains=Chains(ngram_tokens=3)), prompt,
+                               StopCondition(24))
             assert [t for r in steps for t in r.emitted] == reference

@@ -13,7 +13,7 @@ from conftest import assert_lossless, random_prompts, tiny_model
 
 from bita.decode.autoregressive import ar_steps
 from bita.decode.hf_reference import hf_generate
-from bita.decode.step import bita_steps, new_cache
+from bita.decode.step import Chains, Decoding, bita_steps, new_cache
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
@@ -205,11 +205,11 @@ def test_graphs_are_recorded_once_per_bucket_per_buffer_and_never_inside_a_timed
     runtime = padded_runtime("llama", graphs=True, capture=recorder)
     model, padded = runtime.model, runtime.forward
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=1)
-    tree, records = parse_tree_spec("efficient:3,2,2"), []
+    decoding = Decoding(runtime, adapter, parse_tree_spec("efficient:3,2,2"), chains=Chains(ngram_tokens=3))
+    records = []
 
     def both(prompt):
-        return (ar_steps(runtime, prompt, StopCondition(20)),
-                bita_steps(runtime, adapter, prompt, tree, StopCondition(20), ngram_tokens=3))
+        return ar_steps(runtime, prompt, StopCondition(20)), bita_steps(decoding, prompt, StopCondition(20))
 
     for prompt in random_prompts(3, seed=7):
         ar, bita = (list(steps) for steps in both(prompt))
@@ -223,7 +223,7 @@ def test_graphs_are_recorded_once_per_bucket_per_buffer_and_never_inside_a_timed
     records += [record for lane in lanes for record in lane.records]
     assert recorder.count == 2 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
     long_prompt = random_prompts(1, seed=9, low=200, high=201)[0]  # past a 256-slot buffer with its room
-    records += list(bita_steps(runtime, adapter, long_prompt, tree, StopCondition(20), ngram_tokens=3))
+    records += list(bita_steps(decoding, long_prompt, StopCondition(20)))
     assert recorder.count == 3 * len(ROW_BUCKETS) and padded.lean.caches.made == 2
     assert max(record.seconds for record in records) < RECORD_SECONDS
 
