@@ -2,13 +2,15 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/verdict_cost.py [--rounds 3] [--tokens 64] [--dtype auto]
                                                               [--tree efficient:3/chain-groups] [--threads 0]
+                                                              [--temperature 0.7 --top-p 0.95]
 
 Three measures: (1) each prompt decoded with and without ``record_verdicts``, the two interleaved (the
 order swapped every round, so both see the same load): the median seconds a step of each; (2) inside the
 runs that record, the verdicts' own time in each step against that step's, by the wall clock and by the
 process's CPU time (a ratio per step, so load that comes and goes cancels; CPU time also leaves out the
 time other processes took the cores); (3) ``row_verdicts`` alone for 1 and 4 rows of the model's vocabulary
-(a pass emits 1 to depth + 1 tokens). The outputs with and without recording are checked equal.
+(a pass emits 1 to depth + 1 tokens, greedy). The outputs with and without recording are checked equal;
+with ``--temperature`` the runs are sampled (seed 0), their verdicts carrying the warp as well.
 """
 
 import argparse
@@ -20,7 +22,7 @@ from race_noise_cost import Timing, cpu_name
 
 from bita.decode import step
 from bita.decode.explain import row_verdicts
-from bita.decode.sampling import GREEDY
+from bita.decode.sampling import GREEDY, Sampling
 from bita.generate import Request, stream_bita
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
@@ -53,14 +55,17 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--tree", default="efficient:3/chain-groups", help="a fixed shape: auto would measure")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy; else sampled with seed 0")
+    parser.add_argument("--top-p", type=float, default=1.0)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded = load_model("default", dtype=args.dtype)
     adapter, _ = resolve_adapter(loaded, None)
-    plan = plan_tree(loaded, adapter, args.tree, "both")
+    sampling = Sampling(args.temperature, args.top_p, seed=0) if args.temperature else GREEDY
+    plan = plan_tree(loaded, adapter, args.tree, "both", sampling=sampling)
     print(f"{cpu_name()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {loaded.runtime.dtype}; "
-          f"tree {plan.spec}; {len(PROMPTS)} prompts x {args.tokens} tokens x {args.rounds} rounds", flush=True)
+          f"tree {plan.spec}; {sampling.describe()}; {len(PROMPTS)} prompts x {args.tokens} tokens x {args.rounds} rounds", flush=True)
     verdicts: list = []
     timed_verdicts(verdicts)
     step_seconds: dict[bool, list[float]] = {False: [], True: []}
@@ -71,7 +76,7 @@ def main() -> None:
             texts = {}
             for record in ((False, True) if round_ % 2 == 0 else (True, False)):
                 verdicts.clear()
-                request = Request(ids, args.tokens, plan, record_verdicts=record)
+                request = Request(ids, args.tokens, plan, sampling=sampling, record_verdicts=record)
                 steps, spent, records = stream_bita(loaded, adapter, request), [], []
                 while (found := spent_on(lambda: next(steps, None), spent)) is not None:
                     records.append(found)

@@ -16,7 +16,7 @@ import pytest
 import bita
 
 REPO = Path(__file__).resolve().parents[1]
-CORE = {"errors", "package_data", "runtime", "model", "drafts", "decode", "plan", "generate"}
+CORE = {"errors", "package_data", "runtime", "model", "drafts", "decode", "plan", "generate", "branch"}
 LEAVES = {"errors", "package_data"}  # what every part may import: errors, and where the shipped files are
 ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides itself
     "errors": set(),
@@ -27,12 +27,13 @@ ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides 
     "decode": LEAVES | {"runtime", "model", "drafts"},
     "plan": LEAVES | {"runtime", "model", "drafts", "decode"},
     "generate": LEAVES | {"runtime", "model", "drafts", "decode", "plan"},
+    "branch": LEAVES | {"runtime", "model", "drafts", "decode", "plan", "generate"},  # what-if from a forced token
     "hf": CORE,  # BiTA inside transformers' generate: a front end like the CLI's
     "training": LEAVES | {"runtime", "model", "drafts", "decode"},
     "bench": CORE | {"training", "hf"},  # ShareGPT through training's reader; hfc times bita.hf
     "serve": CORE,
     "cli": CORE | {"bench", "training"},
-    "viz": {"decode", "drafts"},
+    "viz": {"decode", "drafts", "plan"},  # plan: the measured pass costs and the expected speedup it draws
 }
 MAY_DRAW = {"serve", "cli"}  # the parts that may import viz
 
