@@ -1,30 +1,46 @@
-"""Host work a BiTA step: a tree step's seconds less its pass's (forward and LM head), on the default model with
-the shipped adapter and ``--tree auto``, over the first MT-Bench first turns, then where it goes (cProfile,
-milliseconds a step of the step's own functions).
+"""Host work a BiTA step, and what overlapping passes hides of it: on the default model with the shipped adapter and
+``--tree auto``, over the first MT-Bench first turns, greedy, each prompt run in turn by our AR loop, by BiTA with its
+passes in turn and by BiTA overlapped (``Decoding.overlap``: pass k + 1 launched before pass k's record is built, the
+default on a GPU), then where a step's time goes (cProfile of the overlapped runs, milliseconds a step).
 
     PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto] [--model M]
         [--dtype auto] [--prompts-file F.jsonl]   (F: prompts as `bench --prompts` reads them; default MT-Bench)
 
-On a CPU the verification walk runs in Python and the LM head's argmax and the drafts' softmax and top-k run on
-the host; on a GPU they run on the device (device_walk.py) and the host waits once a pass. The pass's own time
-(``pass_seconds``) holds host work too, before the device runs it (the rows' layout, mask and staging): the
-profile's functions inside ``forward_layout`` and ``pass_logits`` show it, and ``synchronize`` the waits.
+A step's seconds (``StepRecord.seconds``) are the time its caller waited for it; its pass's (``pass_seconds``) the
+device's time from the pass's launch to its LM head (on a GPU, host gaps while building it included). In turn, a
+step's host work is the difference, all of it on the critical path; overlapped, the record's share runs while the
+device runs the next pass. On a CPU both schedules do the same work in the same time (nothing runs behind the host):
+there the comparison checks the bookkeeping, on a GPU it measures the overlap. Ratios are per prompt, with the
+25th-75th percentile.
 """
+
 import argparse
 import cProfile
 import pstats
 import statistics
+import time
+from dataclasses import replace
 
 from bita.bench.suites import load_prompts, mt_bench
-from bita.generate import Request, stream_bita
+from bita.decode.autoregressive import ar_steps
+from bita.decode.step import Decoding, bita_steps
+from bita.decode.stopping import make_stop
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
 from bita.plan.tree_plan import plan_tree
+from bita.runtime.device import describe_device, synchronize
 
-STEP_FUNCTIONS = ("tree_step", "forward_layout", "pass_logits", "judge", "drafts_from", "verify_greedy",
-                  "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record", "keep", "propose",
-                  "extend", "take", "decode_layout", "fill", "_bucket_pass", "logits", "synchronize", "tree_tensors",
-                  "chosen_tokens", "decided_by_kernel", "decided_by_torch", "attach_attention", "as_lists", "run")
+STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "judge", "drafts_from",
+                  "verify_greedy", "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record",
+                  "keep", "propose", "extend", "take", "decode_layout", "fill", "_bucket_pass", "logits", "synchronize",
+                  "tree_tensors", "chosen_tokens", "decided_by_kernel", "decided_by_torch", "attach_attention",
+                  "as_lists", "run", "to_device")
+SCHEDULES = ("in turn", "overlapped")
+
+
+def quartiles(values: list[float]) -> str:
+    cuts = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+    return f"{statistics.median(values):.3f} ({cuts[0]:.3f}-{cuts[-1]:.3f})"
 
 
 def main() -> None:
@@ -41,27 +57,54 @@ def main() -> None:
     plan = plan_tree(loaded, adapter, "auto")
     suite = load_prompts(None, args.prompts_file, None, None) if args.prompts_file else mt_bench()
     prompts = [encode_chat(loaded.tokenizer, list(p.messages)) for p in suite[:args.prompts]]
+    decoding = Decoding(loaded.runtime, adapter, plan.tree, chains=plan.chains)
+    runs = {"AR": lambda ids: ar_steps(loaded.runtime, ids, make_stop(loaded, args.tokens))}
+    runs |= {f"BiTA {name}": (lambda ids, overlap=overlap: bita_steps(replace(decoding, overlap=overlap), ids,
+                                                                        make_stop(loaded, args.tokens)))
+             for name, overlap in zip(SCHEDULES, (False, True))}
 
-    def run() -> tuple[list[float], list[float]]:
-        host, passes = [], []
+    def measure(profile: cProfile.Profile | None = None) -> dict[str, dict[str, list[float]]]:
+        seen = {name: {"tok/s": [], "step": [], "pass": [], "wall": []} for name in runs}
         for ids in prompts:
-            for record in stream_bita(loaded, adapter, Request(ids, args.tokens, plan)):
-                if record.kind == "tree":
-                    host.append(record.seconds - record.pass_seconds)
-                    passes.append(record.pass_seconds)
-        return host, passes
+            for name, run in runs.items():
+                profiling = profile is not None and "overlapped" in name
+                if profiling:
+                    profile.enable()
+                synchronize(loaded.device)
+                started = time.perf_counter()
+                records = [r for r in run(ids) if r.kind != "prefill"]
+                synchronize(loaded.device)
+                wall = time.perf_counter() - started
+                if profiling:
+                    profile.disable()
+                seconds = sum(r.seconds for r in records)
+                seen[name]["tok/s"].append(sum(len(r.emitted) for r in records) / seconds)
+                seen[name]["wall"].append(wall)
+                seen[name]["step"] += [1000 * r.seconds for r in records]
+                seen[name]["pass"] += [1000 * r.pass_seconds for r in records]
+        return seen
 
-    run()  # warm-up
-    host, passes = run()
+    measure()  # warm-up
+    seen = measure()
+    print(f"{describe_device(loaded.device)}\n{loaded.runtime.describe()}\ntree: {plan.reason}\n{len(prompts)} prompts, "
+          f"{args.tokens} new tokens, greedy; medians (25th-75th percentile)\n")
+    print("| run | tok/s per prompt | ms a step | ms its pass | ms a step less its pass |\n|---|---:|---:|---:|---:|")
+    for name, figures in seen.items():
+        host = [step - passed for step, passed in zip(figures["step"], figures["pass"])]
+        print(f"| {name} | {quartiles(figures['tok/s'])} | {quartiles(figures['step'])} | {quartiles(figures['pass'])} "
+              f"| {quartiles(host)} |")
+    for name in runs:
+        if name != "AR":
+            ratios = [ours / theirs for ours, theirs in zip(seen[name]["tok/s"], seen["AR"]["tok/s"])]
+            print(f"\n{name} / our AR loop, tok/s per prompt: {quartiles(ratios)}", end="")
+    ratios = [ours / theirs for ours, theirs in zip(seen["BiTA overlapped"]["tok/s"], seen["BiTA in turn"]["tok/s"])]
+    walls = [a / b for a, b in zip(seen["BiTA in turn"]["wall"], seen["BiTA overlapped"]["wall"])]
+    print(f"\nBiTA overlapped / in turn, tok/s per prompt: {quartiles(ratios)}; from the runs' own wall clocks "
+          f"(the caller's work included): {quartiles(walls)}\n")
     profile = cProfile.Profile()
-    profile.enable()
-    profiled, _ = run()
-    profile.disable()
-    print(f"{loaded.runtime.describe()}\ntree: {plan.reason}\n{len(host)} tree steps: host work median "
-          f"{1000 * statistics.median(host):.3f} ms (quartiles {1000 * statistics.quantiles(host)[0]:.3f}-"
-          f"{1000 * statistics.quantiles(host)[2]:.3f}), pass median {1000 * statistics.median(passes):.2f} ms; "
-          f"where it goes, from a third run under cProfile (host median {1000 * statistics.median(profiled):.3f} ms "
-          "there: the profiler adds to it)\n")
+    profiled = measure(profile)["BiTA overlapped"]["step"]
+    print(f"Where an overlapped step's time goes, from a third run under cProfile (the profiler adds to it: a step "
+          f"{statistics.median(profiled):.3f} ms there)\n")
     print("| function | calls | ms a step (cumulative) |\n|---|---:|---:|")
     stats = pstats.Stats(profile).stats
     for (file, line, name), (_, calls, _, cumulative, _) in sorted(stats.items(), key=lambda item: -item[1][3]):

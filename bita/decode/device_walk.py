@@ -30,6 +30,7 @@ from importlib.util import find_spec
 import torch
 
 from ..drafts.tree import ROOT, DraftTree, full_tree
+from ..runtime.device import to_device
 from .sampling import Sampling, target_probs
 from .verify import RowNoise, Verification
 
@@ -77,7 +78,7 @@ def tree_tensors(tree: DraftTree, device: torch.device) -> TreeTensors:
     parent_row = torch.tensor([parent + 1 for parent in parents], dtype=torch.int32)
     depth = torch.tensor([node.depth for node in tree.nodes], dtype=torch.int32)
     parts = (parent_row, depth, ancestry, earlier, group)
-    packed = torch.cat([part.flatten() for part in parts]).to(device)
+    packed = to_device(torch.cat([part.flatten() for part in parts]), device)  # queued behind the pass, no wait
     views, start = [], 0
     for part in parts:
         views.append(packed[start:start + part.numel()].view(part.shape))

@@ -30,6 +30,7 @@ from operator import mul
 import torch
 
 from ..errors import BitaError
+from ..runtime.device import to_device
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 10.0
 MAX_SEED = 2**63 - 1
@@ -287,7 +288,7 @@ class RaceNoise:
             raise ValueError(f"position {position} was emitted and its vector forgotten")
         while self.drawn <= position:
             drawn = torch.empty(size, dtype=torch.float32).exponential_(1, generator=self.generator)
-            self.vectors[self.drawn] = drawn.to(self.device)
+            self.vectors[self.drawn] = to_device(drawn, self.device)  # no wait for a pass queued there
             self.drawn += 1
         vector = self.vectors[position]
         if vector.shape[0] != size:

@@ -12,6 +12,7 @@ masks before it, so later masks would draft depths the tree never uses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,15 +24,15 @@ from ..drafts.ngram import MAX_MATCH, NgramIndex
 from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..drafts.trie import GROUPS_NONE, build_trie
 from ..model.adapter import BitaAdapter
-from ..runtime.device import PassTimer, timed
+from ..runtime.device import PassTimer, synchronize, timed, to_device
 from ..runtime.runtime import Cache, Runtime
 from .explain import pass_verdicts, row_verdicts
 from .masks import PassLayout, allowed_keys, decode_layout
-from .pass_logits import Drafts, drafts_from, judge, pass_logits
+from .pass_logits import Drafts, PassLogits, drafts_from, judge, pass_logits
 from .records import Candidates, StepRecord, attach_attention, tree_record
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
-from .verify import Coupling, per_position
+from .verify import Coupling, Verification, per_position
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class Decoding:
     noise, ``coupling`` handing a pass its vectors (only a test changes it, to see a wrong one fail);
     ``chains``: what drafts beside the tree; ``record_attention``: records carry each pass's attention mask;
     ``record_verdicts``: what the verifier said of each emitted token (bita/decode/explain.py; off where runs
-    are timed against each other)."""
+    are timed against each other); ``overlap``: how ``bita_steps`` schedules its passes (the tokens are the
+    same either way)."""
 
     runtime: Runtime
     adapter: BitaAdapter
@@ -67,6 +69,13 @@ class Decoding:
     coupling: Coupling = per_position
     record_attention: bool = False
     record_verdicts: bool = False
+    overlap: bool | None = None  # launch each pass before the last one's record is built; None: on a GPU
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether ``bita_steps`` launches pass k + 1 before handing over pass k's record: where the device runs
+        queued work while the host goes on (a GPU), unless ``overlap`` says otherwise (a test on a CPU)."""
+        return self.runtime.device.type == "cuda" if self.overlap is None else self.overlap
 
 
 @dataclass
@@ -159,47 +168,102 @@ def prefill(decoding: Decoding, prompt_ids: list[int], cache: Cache) -> tuple[De
     return _timed_record(runtime, run)
 
 
+@dataclass
+class LaunchedPass:
+    """A tree pass queued on the device (on a GPU it may still run; on a CPU it is done): what settling it
+    needs. ``ids`` [1 + N] long on the device: the root, then the candidates as the pass was sent them."""
+
+    state: DecodeState  # the state the pass was launched from
+    candidates: Candidates
+    layout: PassLayout
+    ids: torch.Tensor
+    logits: PassLogits
+    timer: PassTimer  # started before the pass was built, stopped once its head was queued
+
+
+@dataclass
+class SettledPass:
+    """A launched pass once its verdict came back: the state after it (its cache kept to the accepted path)."""
+
+    launched: LaunchedPass
+    verdict: Verification
+    next_drafts: Drafts | None
+    state: DecodeState
+    verdicts: list | None  # what the verifier said of each token (``record_verdicts``), read before the next pass
+
+
+def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (),
+                corpus: Sequence[int] = ()) -> LaunchedPass:
+    """Queue the pass after ``state``: root + candidates (``draft_candidates`` with the chains ``ngram`` and
+    ``corpus``) + mask groups, and its LM head. Nothing here waits for the device (its copies are pinned and
+    non-blocking): on a GPU the host returns while the pass runs."""
+    runtime, length = decoding.runtime, state.context_length
+    timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
+    timer.start()
+    candidates = draft_candidates(decoding, state.drafts, ngram, corpus)
+    trie = candidates.trie
+    layout = decode_layout(trie.tree, decoding.tree.depth, 1)
+    ids = to_device(torch.tensor([state.root, *trie.tokens]), runtime.device)  # the pass's, then the walk's
+    logits = pass_logits(runtime, forward_layout(runtime, decoding.adapter, state.cache, layout, ids, length, length),
+                         layout, 1 + trie.tree.size)
+    timer.stop()
+    return LaunchedPass(state, candidates, layout, ids, logits, timer)
+
+
+def settle_pass(decoding: Decoding, launched: LaunchedPass) -> SettledPass:
+    """Judge a launched pass (``judge``: the tokens emitted are AR's, greedy or with the same seed: the one wait
+    for the device a step) and keep the accepted path in the cache. The drafts stay top-k either way."""
+    state, trie, layout, sampling = launched.state, launched.candidates.trie, launched.layout, decoding.sampling
+    length = state.context_length
+    noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
+    verdict, next_drafts = judge(trie, layout, launched.logits, decoding.tree, sampling, noise, launched.ids[1:])
+    state.cache.keep(decoding.adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
+    verdicts = pass_verdicts(launched.logits.verified, trie.tree, trie.tokens, verdict, sampling,
+                             decoding.runtime.dtype, noise) if decoding.record_verdicts else None
+    after = DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts, state.noise)
+    return SettledPass(launched, verdict, next_drafts, after, verdicts)
+
+
+def pass_record(decoding: Decoding, settled: SettledPass, index: int) -> StepRecord:
+    """The record of settled tree pass ``index`` (host work only: on a GPU it is built while the next pass runs)."""
+    launched, verdict = settled.launched, settled.verdict
+    state, layout, n_prompt = launched.state, launched.layout, decoding.adapter.n_prompt
+    record = tree_record(index=index, position=state.context_length, root=state.root, candidates=launched.candidates,
+                         verdict=verdict, next_drafts=settled.next_drafts.as_lists() if settled.next_drafts else [],
+                         rows=layout.rows, n_prompt=n_prompt, sampled=not decoding.sampling.greedy)
+    record.pass_seconds = launched.timer.seconds()
+    attach_attention(record, layout, n_prompt, state.context_length, decoding.record_attention)
+    if settled.verdicts is not None:
+        record.verdicts = settled.verdicts
+    return record
+
+
 @torch.inference_mode()
 def tree_step(decoding: Decoding, state: DecodeState, index: int, ngram: Sequence[int] = (),
               corpus: Sequence[int] = ()) -> tuple[DecodeState, StepRecord]:
-    """Feed root + candidates (``draft_candidates`` with the chains ``ngram`` and ``corpus``) + mask groups;
-    verify (``judge``: the tokens emitted are AR's, greedy or with the same seed); keep the accepted path in
-    the cache. The drafts stay top-k either way."""
-    runtime, adapter, sampling, length = decoding.runtime, decoding.adapter, decoding.sampling, state.context_length
+    """One tree pass after ``state``, launched, settled and recorded in turn (device-synchronised ``seconds``): to
+    time one pass shape (plan/costs.py). ``bita_steps`` runs the same three parts, overlapped on a GPU."""
 
     def run():
-        candidates = draft_candidates(decoding, state.drafts, ngram, corpus)
-        trie = candidates.trie
-        layout = decode_layout(trie.tree, decoding.tree.depth, 1)
-        timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
-        timer.start()
-        ids = torch.tensor([state.root, *trie.tokens]).to(runtime.device)  # [1 + N]: the pass's, then the walk's
-        logits = pass_logits(runtime, forward_layout(runtime, adapter, state.cache, layout, ids, length, length),
-                             layout, 1 + trie.tree.size)
-        timer.stop()
-        noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
-        verdict, next_drafts = judge(trie, layout, logits, decoding.tree, sampling, noise, ids[1:])
-        state.cache.keep(adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
-        record = tree_record(index=index, position=length, root=state.root, candidates=candidates, verdict=verdict,
-                             next_drafts=next_drafts.as_lists() if next_drafts else [], rows=layout.rows,
-                             n_prompt=adapter.n_prompt, sampled=not sampling.greedy)
-        record.pass_seconds = timer.seconds()
-        attach_attention(record, layout, adapter.n_prompt, length, decoding.record_attention)
-        if decoding.record_verdicts:
-            record.verdicts = pass_verdicts(logits.verified, trie.tree, trie.tokens, verdict, sampling, runtime.dtype,
-                                            noise)
-        return (DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts,
-                            state.noise), record)
-    return _timed_record(runtime, run)
+        settled = settle_pass(decoding, launch_pass(decoding, state, ngram, corpus))
+        return settled.state, pass_record(decoding, settled, index)
+    return _timed_record(decoding.runtime, run)
 
 
-
+@torch.inference_mode()
 def bita_steps(decoding: Decoding, prompt_ids: list[int], stop: StopCondition) -> Iterator[StepRecord]:
     """BiTA generation after ``prompt_ids`` as ``decoding`` says, one StepRecord per forward pass, until
     ``stop`` says so. Sampled, the output equals sampled AR's (``ar_steps``) with the same settings and seed:
-    one race noise for this run, seeded from ``sampling.seed``, its vectors by position."""
+    one race noise for this run, seeded from ``sampling.seed``, its vectors by position.
+
+    Where ``decoding.overlaps`` (a GPU), pass k + 1 is launched as soon as pass k's verdict is in, before pass k's
+    record is built and handed over: the record, and whatever the caller does with it, run while the device runs
+    the next pass. A record's ``seconds`` is then the time its caller waited in this generator for it (what the
+    caller sees: their sum is the run's time without the caller's own), no longer the pass's own; a run that stops
+    launches no pass past its stop."""
     runtime, adapter, chains = decoding.runtime, decoding.adapter, decoding.chains
     ngram_tokens, corpus, corpus_tokens = chains.ngram_tokens, chains.corpus, chains.corpus_tokens
+    any_chain = corpus is not None and (corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens))
     # made before the first timed pass, with room for the whole run: a pooled buffer records its graphs here
     cache = new_cache(runtime, adapter, len(prompt_ids) + stop.max_new_tokens)
     try:
@@ -207,16 +271,28 @@ def bita_steps(decoding: Decoding, prompt_ids: list[int], stop: StopCondition) -
         record.emit(*stop.take([record.bonus]))
         state.forget_emitted()
         history = NgramIndex(prompt_ids + [record.bonus], MAX_MATCH if ngram_tokens else 0)  # 0: the tokens alone
-        any_chain = corpus_tokens if isinstance(corpus_tokens, int) else any(corpus_tokens)
-        yield record
-        index = 1
-        while record.finish is None:
+
+        def launch(after: DecodeState) -> LaunchedPass:
             ngram = history.propose(ngram_tokens) if ngram_tokens else ()
-            chain = corpus.propose(history.tokens, corpus_tokens)[0] if corpus is not None and any_chain else ()
-            state, record = tree_step(decoding, state, index, ngram, chain)
-            record.emit(*stop.take(record.accepted + [record.bonus]))
+            chain = corpus.propose(history.tokens, corpus_tokens)[0] if any_chain else ()
+            return launch_pass(decoding, after, ngram, chain)
+        yield record
+        index, finish, launched = 1, record.finish, None
+        while finish is None:
+            started = time.perf_counter()
+            settled = settle_pass(decoding, launched or launch(state))
+            trie_tokens, verdict = settled.launched.candidates.trie.tokens, settled.verdict
+            tokens = [trie_tokens[i] for i in verdict.accepted] + [verdict.bonus]
+            kept, finish = stop.take(tokens)
+            state = settled.state
             state.forget_emitted()
-            history.extend(record.accepted + [record.bonus])
+            history.extend(tokens)
+            launched = launch(state) if decoding.overlaps and finish is None else None
+            record = pass_record(decoding, settled, index)
+            record.emit(kept, finish)
+            if not decoding.overlaps:
+                synchronize(runtime.device)
+            record.seconds = time.perf_counter() - started
             index += 1
             yield record
     finally:

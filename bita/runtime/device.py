@@ -60,6 +60,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host ``tensor`` on ``device`` without waiting for the work queued there: on a GPU it goes through
+    pinned memory in a non-blocking copy (``.to`` from pageable memory waits for the stream: a copy queued
+    behind a running pass would wait for the pass); torch's pinned-memory cache keeps the host block until
+    the copy is done. Elsewhere, ``.to``."""
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 class PassTimer:
     """Times work queued on ``device`` without waiting for it: ``start`` and ``stop`` around queuing it, ``seconds``
     once the caller has waited for it anyway (a copy back). On a CPU, wall seconds (the work is done when queued); on

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TypeVar
 
 import gradio as gr
@@ -32,6 +33,7 @@ from ..model.loading import encode_chat
 from ..plan.autotree import CostTable
 from ..plan.speedup import answer_point
 from ..plan.tree_plan import TreePlan
+from ..runtime.device import synchronize
 from .engine import Engine
 from .inspector import Inspector
 from .race import Lane, drafted, race, speedup
@@ -228,8 +230,8 @@ class ModelHandlers:
                     race_table(ar_lane, bita_lane, request.plan, request.sampling, engine.device),
                     race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
 
-        for ar_lane, bita_lane in throttled(engine.thread.iterate(race(("AR", ar), ("BiTA", bita))),
-                                            RACE_UI_INTERVAL_S):
+        raced_lanes = race(("AR", ar), ("BiTA", bita), partial(synchronize, engine.loaded.device))
+        for ar_lane, bita_lane in throttled(engine.thread.iterate(raced_lanes), RACE_UI_INTERVAL_S):
             yield *lanes_view(ar_lane, bita_lane), gr.skip()
             time.sleep(RACE_SETTLE_S)
         raced = speedup(bita_lane, ar_lane) if drafted(bita_lane) else None

@@ -2,12 +2,16 @@
 
 The app's AR-vs-BiTA view drives two step streams with ``race``. Alternating single passes
 keeps the comparison fair on a shared machine: both see the same load at the same moments,
-and the clock counts only each decoder's own passes (``StepRecord.seconds``).
+and the clock counts only each decoder's own passes (``StepRecord.seconds``). A decoder that overlaps its
+passes (bita_steps on a GPU) hands over a record while its next pass still runs: the race then waits for the
+device (``drain``) before the other decoder's turn and charges that wait to the one whose pass it was, so
+neither decoder's pass runs in the other's turn, nor outside both clocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..decode.records import StepRecord
@@ -21,10 +25,11 @@ class Lane:
     records: list[StepRecord] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     finished: bool = False
+    drained: float = 0.0  # seconds waited for this decoder's passes still running after it handed a record over
 
     @property
     def seconds(self) -> float:
-        return sum(r.seconds for r in self.records)
+        return sum(r.seconds for r in self.records) + self.drained
 
     @property
     def tokens_per_s(self) -> float:
@@ -34,9 +39,14 @@ class Lane:
     def passes(self) -> int:
         return len(self.records)
 
-    def advance(self, steps: Iterator[StepRecord]) -> None:
-        """Take one pass from ``steps``; mark the lane finished when the stream ends or stops."""
+    def advance(self, steps: Iterator[StepRecord], drain: Callable[[], None] | None = None) -> None:
+        """Take one pass from ``steps`` and wait for the device (``drain``, where given), timing the wait; mark the
+        lane finished when the stream ends or stops."""
         record = next(steps, None)
+        if drain is not None:
+            started = time.perf_counter()
+            drain()
+            self.drained += time.perf_counter() - started
         if record is None:
             self.finished = True
             return
@@ -56,13 +66,14 @@ def speedup(lane: Lane, baseline: Lane) -> float:
     return lane.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
 
 
-def race(first: tuple[str, Iterator[StepRecord]], second: tuple[str, Iterator[StepRecord]]) \
-        -> Iterator[tuple[Lane, Lane]]:
-    """Alternate one pass of each stream until both finish, yielding both lanes after every round."""
+def race(first: tuple[str, Iterator[StepRecord]], second: tuple[str, Iterator[StepRecord]],
+         drain: Callable[[], None] | None = None) -> Iterator[tuple[Lane, Lane]]:
+    """Alternate one pass of each stream until both finish, yielding both lanes after every round; ``drain``
+    waits for the device both run on (none: a CPU, whose work is done when queued)."""
     lanes = (Lane(first[0]), Lane(second[0]))
     streams = (first[1], second[1])
     while not all(lane.finished for lane in lanes):
         for lane, steps in zip(lanes, streams):
             if not lane.finished:
-                lane.advance(steps)
+                lane.advance(steps, drain)
         yield lanes

@@ -1,5 +1,7 @@
 """The side-by-side race: alternation, per-lane timing and the speedup, with hand-made records."""
 
+import time
+
 import pytest
 
 from bita.decode.records import StepRecord
@@ -28,6 +30,28 @@ def test_lanes_alternate_one_pass_each_and_time_only_their_own_passes():
     assert ar_lane.tokens_per_s == pytest.approx(4 / 0.2) and bita_lane.tokens_per_s == pytest.approx(4 / 0.16)
     assert speedup(bita_lane, ar_lane) == pytest.approx(1.25)
     assert drafted(bita_lane) and not drafted(ar_lane)
+
+
+def test_a_pass_still_running_after_its_record_is_charged_to_its_own_lane():
+    """An overlapping decoder hands a record over while its next pass runs: the race waits for the device before
+    the other lane's turn and adds the wait to the lane that launched the pass."""
+    log: list[str] = []
+    running = {"lane": None}
+
+    def overlapping(kind, emitted):
+        for record in passes(kind, emitted, 0.01, log):
+            running["lane"] = kind if record.finish is None else None  # its next pass is queued
+            yield record
+
+    def drain():
+        if running["lane"] == "tree":
+            time.sleep(0.05)  # what the device still had to run
+        running["lane"] = None
+
+    ar_lane, bita_lane = list(race(("AR", passes("ar", [[1], [2]], 0.01, log)), ("BiTA", overlapping("tree", [[1, 2]] * 3)),
+                                   drain))[-1]
+    assert bita_lane.drained >= 0.1 and ar_lane.drained < 0.05  # two records handed over with a pass running
+    assert bita_lane.seconds == pytest.approx(0.03 + bita_lane.drained)
 
 
 def test_an_empty_stream_finishes_at_once_and_speedup_waits_for_timed_passes():
