@@ -66,16 +66,18 @@ def tree_tensors(tree: DraftTree, device: torch.device) -> TreeTensors:
     """``tree`` as TreeTensors on ``device`` (cached: a static tree's are made once), sent in one copy: views of
     one int32 tensor [2N + 2N^2 + 1 + N] (a trie that merges chains is a new tree most passes)."""
     size = tree.size
-    ancestry = torch.zeros(size, size, dtype=torch.int32)
-    for index in range(size):
-        ancestry[index, tree.ancestors(index)] = 1
-    order = {child: place for children in tree.children.values() for place, child in enumerate(children)}
     parents = [node.parent for node in tree.nodes]
-    earlier = torch.tensor([[parents[i] == parents[j] and order[j] < order[i] for j in range(size)]
-                            for i in range(size)], dtype=torch.int32).view(size, size)
+    lineage: list[list[int]] = []  # per node, itself and its ancestors (a parent comes before its children)
+    for index, parent in enumerate(parents):
+        lineage.append((lineage[parent] if parent != ROOT else []) + [index])
+    ancestry = torch.zeros(size, size, dtype=torch.int32)
+    ancestry[[i for i, line in enumerate(lineage) for _ in line], [j for line in lineage for j in line]] = 1
+    order = {child: place for children in tree.children.values() for place, child in enumerate(children)}
+    parent, place = torch.tensor(parents), torch.tensor([order[i] for i in range(size)])
+    earlier = ((parent[:, None] == parent[None, :]) & (place[None, :] < place[:, None])).to(torch.int32)
     anchors = {anchor: group for group, anchor in enumerate(tree.group_anchors)}
     group = torch.tensor([anchors.get(row - 1 if row else ROOT, -1) for row in range(1 + size)], dtype=torch.int32)
-    parent_row = torch.tensor([parent + 1 for parent in parents], dtype=torch.int32)
+    parent_row = (parent + 1).to(torch.int32)
     depth = torch.tensor([node.depth for node in tree.nodes], dtype=torch.int32)
     parts = (parent_row, depth, ancestry, earlier, group)
     packed = to_device(torch.cat([part.flatten() for part in parts]), device)  # queued behind the pass, no wait

@@ -59,38 +59,31 @@ def layout_rows(tree: DraftTree, n_masks: int, chain: int = 1) -> int:
 @lru_cache(maxsize=256)
 @torch.inference_mode(False)  # cached: must stay usable by autograd even if first built while decoding
 def decode_layout(tree: DraftTree, n_masks: int, chain: int = 1) -> PassLayout:
-    """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups."""
+    """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups (as Python lists,
+    made tensors once: a trie merged with chains is a new shape many passes, and a tensor write a row costs more
+    than the whole list)."""
     n_nodes = tree.size
     n_groups = len(tree.group_anchors)
     rows = layout_rows(tree, n_masks, chain)
-    visible = torch.zeros(rows, rows, dtype=torch.bool)
-    offsets = torch.zeros(rows, dtype=torch.long)
-    is_mask = torch.zeros(rows, dtype=torch.bool)
-
-    visible[:chain, :chain] = torch.ones(chain, chain, dtype=torch.bool).tril()
-    offsets[:chain] = torch.arange(chain) - (chain - 1)
-
-    def path_rows(anchor: int) -> list[int]:
-        ancestors = tree.ancestors(anchor) if anchor != ROOT else []
-        return list(range(chain)) + [chain + i for i in ancestors]
-
+    seen: list[list[int]] = [list(range(row + 1)) for row in range(chain)]  # per row, the new rows it sees
+    offsets = list(range(1 - chain, 1))
     for index, node in enumerate(tree.nodes):
-        row = chain + index
-        visible[row, path_rows(index)] = True
-        offsets[row] = node.depth
-
+        parent_path = seen[chain - 1] if node.parent == ROOT else seen[chain + node.parent]
+        seen.append(parent_path + [chain + index])
+        offsets.append(node.depth)
     first_mask = chain + n_nodes
-    group_rows = torch.arange(first_mask, rows).view(n_groups, n_masks)
     for group, anchor in enumerate(tree.group_anchors):
+        context = seen[chain - 1] if anchor == ROOT else seen[chain + anchor]
         anchor_depth = 0 if anchor == ROOT else tree.nodes[anchor].depth
-        context = path_rows(anchor)
+        group_start = first_mask + group * n_masks
         for i in range(n_masks):
-            row = int(group_rows[group, i])
-            visible[row, context] = True
-            visible[row, group_rows[group, : i + 1]] = True
-            offsets[row] = anchor_depth + 1 + i
-            is_mask[row] = True
-    return PassLayout(tree, n_masks, chain, is_mask, offsets, visible, group_rows)
+            seen.append(context + list(range(group_start, group_start + i + 1)))
+            offsets.append(anchor_depth + 1 + i)
+    visible = torch.zeros(rows, rows, dtype=torch.bool)
+    visible[[row for row, columns in enumerate(seen) for _ in columns], [c for columns in seen for c in columns]] = True
+    is_mask = torch.arange(rows) >= first_mask
+    group_rows = torch.arange(first_mask, rows).view(n_groups, n_masks)
+    return PassLayout(tree, n_masks, chain, is_mask, torch.tensor(offsets, dtype=torch.long), visible, group_rows)
 
 
 def allowed_keys(layout: PassLayout, n_prompt: int, n_cached: int) -> torch.Tensor:
