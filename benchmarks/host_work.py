@@ -30,7 +30,8 @@ from bita.model.shipped import resolve_adapter
 from bita.plan.tree_plan import plan_tree
 from bita.runtime.device import describe_device, synchronize
 
-STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "judge", "drafts_from",
+STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "queue_judgement", "read",
+                  "walk_on_host", "queue_walk", "drafts_from",
                   "verify_greedy", "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record",
                   "keep", "propose", "extend", "take", "decode_layout", "fill", "_bucket_pass", "logits", "synchronize",
                   "tree_tensors", "chosen_tokens", "decided_by_kernel", "decided_by_torch", "attach_attention",

@@ -158,14 +158,37 @@ def kernel_disagrees(device: torch.device, cases: int = 40) -> str | None:
     return None
 
 
-def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
-                   every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
-                   decider: Decider | None = None) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
-    """The verdict on a pass's candidates (``tree`` with ``tokens``: N ids, or [N] long on the logits' device; verified
-    [1 + N, V] logits) and the top-``k`` drafts, tokens and probabilities [depth, k] on the host, of the mask group
-    anchored on the last accepted node (every [G, depth, V] every group's logits; None: no groups; the drafts None
-    where that node has no group), judged on the logits' device by ``decider`` (None: ``default_decider``) and
-    brought back in one copy (ids as float64: exact)."""
+@dataclass(frozen=True)
+class QueuedWalk:
+    """A verdict queued on the device behind its pass: ``packed`` [3 + 2 depth k] float64 there (last accepted row,
+    bonus, group there, then the drafts' ids and probabilities), read back by ``read`` in one copy."""
+
+    tree: DraftTree
+    packed: torch.Tensor
+    drafts_shape: tuple[int, int] | None  # (depth, k) of the drafts; None: no groups
+    drafts_dtype: torch.dtype
+
+    def read(self) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The verdict and the drafts, tokens and probabilities [depth, k] on the host (None where the last accepted
+        node has no group): the one wait for the device a pass."""
+        packed = self.packed.cpu()
+        row, bonus, group = int(packed[0]), int(packed[1]), int(packed[2])
+        node = row - 1 if row else ROOT
+        verdict = Verification(tuple(self.tree.ancestors(node)) if row else (), bonus, node)
+        if self.drafts_shape is None or group < 0:
+            return verdict, None
+        count = self.drafts_shape[0] * self.drafts_shape[1]
+        return verdict, (packed[3:3 + count].long().view(self.drafts_shape),
+                         packed[3 + count:].to(self.drafts_dtype).view(self.drafts_shape))
+
+
+def queue_walk(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
+               every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
+               decider: Decider | None = None) -> QueuedWalk:
+    """Queue the verdict on a pass's candidates (``tree`` with ``tokens``: N ids, or [N] long on the logits' device;
+    verified [1 + N, V] logits) and the top-``k`` drafts of the mask group anchored on the last accepted node (every
+    [G, depth, V] every group's logits; None: no groups), judged on the logits' device by ``decider`` (None:
+    ``default_decider``), without waiting for it: ids as float64 (exact), read back by ``QueuedWalk.read``."""
     device = verified.device
     tensors = tree_tensors(tree, device)
     chosen = chosen_tokens(verified, sampling, noise)
@@ -176,11 +199,12 @@ def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, veri
         drafting = every.index_select(0, decided[2:].clamp(min=0))[0]  # [depth, V], read on the device
         top = torch.softmax(drafting, dim=-1).topk(k, dim=-1)  # [depth, k]
         parts += [top.indices.flatten().double(), top.values.flatten().double()]
-    packed = torch.cat(parts).cpu()
-    row, bonus, group = int(packed[0]), int(packed[1]), int(packed[2])
-    node = row - 1 if row else ROOT
-    verdict = Verification(tuple(tree.ancestors(node)) if row else (), bonus, node)
-    if every is None or group < 0:
-        return verdict, None
-    count = every.shape[1] * k
-    return verdict, (packed[3:3 + count].long().view(-1, k), packed[3 + count:].to(every.dtype).view(-1, k))
+    return QueuedWalk(tree, torch.cat(parts), None if every is None else (every.shape[1], k),
+                      every.dtype if every is not None else torch.float32)
+
+
+def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
+                   every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
+                   decider: Decider | None = None) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
+    """``queue_walk``, then its one copy back: the verdict and the drafts (None where that node has no group)."""
+    return queue_walk(tree, tokens, verified, every, k, sampling, noise, decider).read()

@@ -2,8 +2,8 @@
 the verdict of the verification walk on them, and the drafts of the group that drafts next.
 
 One LM-head call covers the verified rows and the mask groups, so the head's weights (a fifth of a
-small model's) are read once per pass, unless the groups add many rows (``one_head_call``). ``judge`` is
-pure: logits in, verdict and next drafts out.
+small model's) are read once per pass, unless the groups add many rows (``one_head_call``). ``queue_judgement``
+queues the verdict behind the pass where the walk runs on the device, and reads it when asked.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..drafts.dynamic import DynamicShape
 from ..drafts.tree import ROOT, DraftTree
 from ..drafts.trie import PassTrie
 from ..runtime.runtime import Runtime
-from .device_walk import on_device, walk_on_device
+from .device_walk import on_device, queue_walk
 from .masks import PassLayout
 from .sampling import Sampling
 from .verify import RowNoise, Verification, verify_greedy, verify_sampling
@@ -74,18 +74,31 @@ def pass_logits(runtime: Runtime, hidden: torch.Tensor, layout: PassLayout, veri
     return PassLogits(logits[:verified], lambda group: every[group], every)
 
 
-def judge(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
-          sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor
-          ) -> tuple[Verification, Drafts | None]:
+Judgement = Callable[[], tuple[Verification, Drafts | None]]
+
+
+def queue_judgement(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
+                    sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor) -> Judgement:
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
-    pass: the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none.
-    On a GPU (``device_walk.on_device``) the walk runs there, on ``candidate_ids`` ([N] long on the logits' device,
-    ``trie.tokens`` as the pass was sent them), and its verdict and drafts come back in one copy."""
+    pass (the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none), as
+    a call that gives them. On a GPU (``device_walk.on_device``) the walk is queued there now, behind the pass, on
+    ``candidate_ids`` ([N] long on the logits' device, ``trie.tokens`` as the pass was sent them), and the call
+    waits for its one copy back; elsewhere the call runs the walk in Python."""
     if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
-        verdict, drafts = walk_on_device(trie.tree, candidate_ids, logits.verified,
-                                         logits.every if tree.depth else None, tree.max_rank, sampling, noise)
-        return verdict, Drafts(*drafts) if drafts is not None else None
+        queued = queue_walk(trie.tree, candidate_ids, logits.verified, logits.every if tree.depth else None,
+                            tree.max_rank, sampling, noise)
+
+        def read() -> tuple[Verification, Drafts | None]:
+            verdict, drafts = queued.read()
+            return verdict, Drafts(*drafts) if drafts is not None else None
+        return read
+    return lambda: walk_on_host(trie, layout, logits, tree, sampling, noise)
+
+
+def walk_on_host(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
+                 sampling: Sampling, noise: RowNoise | None) -> tuple[Verification, Drafts | None]:
+    """``queue_judgement``'s verdict and drafts by the walk in Python (verify.py), reading the rows it reaches."""
     if sampling.greedy:
         verdict = verify_greedy(trie.tree, trie.tokens, logits.verified.argmax(-1).tolist())
     else:

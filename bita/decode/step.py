@@ -28,11 +28,11 @@ from ..runtime.device import PassTimer, synchronize, timed, to_device
 from ..runtime.runtime import Cache, Runtime
 from .explain import pass_verdicts, row_verdicts
 from .masks import PassLayout, allowed_keys, decode_layout
-from .pass_logits import Drafts, PassLogits, drafts_from, judge, pass_logits
+from .pass_logits import Drafts, Judgement, PassLogits, drafts_from, pass_logits, queue_judgement
 from .records import Candidates, StepRecord, attach_attention, tree_record
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
-from .verify import Coupling, Verification, per_position
+from .verify import Coupling, RowNoise, Verification, per_position
 
 
 @dataclass(frozen=True)
@@ -170,14 +170,15 @@ def prefill(decoding: Decoding, prompt_ids: list[int], cache: Cache) -> tuple[De
 
 @dataclass
 class LaunchedPass:
-    """A tree pass queued on the device (on a GPU it may still run; on a CPU it is done): what settling it
-    needs. ``ids`` [1 + N] long on the device: the root, then the candidates as the pass was sent them."""
+    """A tree pass queued on the device with its LM head and (on a GPU) its verdict: on a GPU it may still run, on a
+    CPU it is done. What settling it needs."""
 
     state: DecodeState  # the state the pass was launched from
     candidates: Candidates
     layout: PassLayout
-    ids: torch.Tensor
     logits: PassLogits
+    noise: RowNoise | None  # the rows' race vectors (sampled), else None
+    judgement: Judgement  # gives the verdict and the next drafts: on a GPU, waits for the device once
     timer: PassTimer  # started before the pass was built, stopped once its head was queued
 
 
@@ -195,9 +196,9 @@ class SettledPass:
 def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (),
                 corpus: Sequence[int] = ()) -> LaunchedPass:
     """Queue the pass after ``state``: root + candidates (``draft_candidates`` with the chains ``ngram`` and
-    ``corpus``) + mask groups, and its LM head. Nothing here waits for the device (its copies are pinned and
-    non-blocking): on a GPU the host returns while the pass runs."""
-    runtime, length = decoding.runtime, state.context_length
+    ``corpus``) + mask groups, its LM head and its verdict (``queue_judgement``). Nothing here waits for the device
+    (its copies are pinned and non-blocking): on a GPU the host returns while the pass runs."""
+    runtime, sampling, length = decoding.runtime, decoding.sampling, state.context_length
     timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
     timer.start()
     candidates = draft_candidates(decoding, state.drafts, ngram, corpus)
@@ -207,19 +208,21 @@ def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (
     logits = pass_logits(runtime, forward_layout(runtime, decoding.adapter, state.cache, layout, ids, length, length),
                          layout, 1 + trie.tree.size)
     timer.stop()
-    return LaunchedPass(state, candidates, layout, ids, logits, timer)
+    noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
+    judgement = queue_judgement(trie, layout, logits, decoding.tree, sampling, noise, ids[1:])
+    return LaunchedPass(state, candidates, layout, logits, noise, judgement, timer)
 
 
 def settle_pass(decoding: Decoding, launched: LaunchedPass) -> SettledPass:
-    """Judge a launched pass (``judge``: the tokens emitted are AR's, greedy or with the same seed: the one wait
-    for the device a step) and keep the accepted path in the cache. The drafts stay top-k either way."""
+    """A launched pass's verdict (its ``judgement``: the tokens emitted are AR's, greedy or with the same seed; on
+    a GPU the one wait for the device a step), with the accepted path kept in the cache. The drafts stay top-k
+    either way."""
     state, trie, layout, sampling = launched.state, launched.candidates.trie, launched.layout, decoding.sampling
     length = state.context_length
-    noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
-    verdict, next_drafts = judge(trie, layout, launched.logits, decoding.tree, sampling, noise, launched.ids[1:])
+    verdict, next_drafts = launched.judgement()
     state.cache.keep(decoding.adapter.n_prompt + length, [0] + [layout.node_row(i) for i in verdict.accepted])
     verdicts = pass_verdicts(launched.logits.verified, trie.tree, trie.tokens, verdict, sampling,
-                             decoding.runtime.dtype, noise) if decoding.record_verdicts else None
+                             decoding.runtime.dtype, launched.noise) if decoding.record_verdicts else None
     after = DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts, state.noise)
     return SettledPass(launched, verdict, next_drafts, after, verdicts)
 

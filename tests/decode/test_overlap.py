@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from conftest import random_prompts, tiny_model
 
+from bita.decode import pass_logits
 from bita.decode.sampling import GREEDY, Sampling
 from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
@@ -46,9 +47,13 @@ def test_the_loop_overlaps_on_a_gpu_only_unless_told(model):
 
 @pytest.mark.parametrize("sampling", [GREEDY, Sampling(temperature=0.8, top_p=0.9, seed=4)], ids=["greedy", "sampled"])
 @pytest.mark.parametrize("stop", [StopCondition(30), "eos"], ids=["length", "eos"])
-def test_overlapped_passes_give_the_records_of_passes_in_turn(model, sampling, stop):
+@pytest.mark.parametrize("walk", ["python", "device"])
+def test_overlapped_passes_give_the_records_of_passes_in_turn(model, sampling, stop, walk, monkeypatch):
     """Tokens, verdicts, drafts, recorded attention and the verifier's words alike, greedy and sampled, to a length
-    and to an EOS the model emits mid-run."""
+    and to an EOS the model emits mid-run, with the walk in Python (a CPU's) and queued behind the pass (a GPU's)."""
+    if walk == "device":
+        monkeypatch.setattr(pass_logits, "on_device", lambda device: True)
+        monkeypatch.setattr(pass_logits, "one_head_call", lambda device, rows: True)  # as on a GPU
     decoding = decoding_of(model, sampling, record_attention=True, record_verdicts=True)
     for prompt in random_prompts(3, seed=8):
         def run(overlap, until):
