@@ -30,12 +30,11 @@ from bita.model.shipped import resolve_adapter
 from bita.plan.tree_plan import plan_tree
 from bita.runtime.device import describe_device, synchronize
 
-STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "queue_judgement", "read",
-                  "walk_on_host", "queue_walk", "drafts_from",
-                  "verify_greedy", "walk_on_device", "draft_candidates", "build_trie", "allowed_keys", "tree_record",
-                  "keep", "propose", "extend", "take", "decode_layout", "fill", "_bucket_pass", "logits", "synchronize",
-                  "tree_tensors", "chosen_tokens", "decided_by_kernel", "decided_by_torch", "attach_attention",
-                  "as_lists", "run", "to_device")
+STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "queue_judgement",
+                  "read", "walk_on_host", "queue_walk", "drafts_from", "verify_greedy", "draft_candidates",
+                  "build_trie", "allowed_keys", "tree_record", "keep", "propose", "extend", "take", "decode_layout",
+                  "fill", "_bucket_pass", "logits", "synchronize", "tree_tensors", "chosen_tokens",
+                  "decided_by_kernel", "decided_by_torch", "attach_attention", "as_lists", "run", "to_device")
 SCHEDULES = ("in turn", "overlapped")
 
 
@@ -87,8 +86,8 @@ def main() -> None:
 
     measure()  # warm-up
     seen = measure()
-    print(f"{describe_device(loaded.device)}\n{loaded.runtime.describe()}\ntree: {plan.reason}\n{len(prompts)} prompts, "
-          f"{args.tokens} new tokens, greedy; medians (25th-75th percentile)\n")
+    print(f"{describe_device(loaded.device)}\n{loaded.runtime.describe()}\ntree: {plan.reason}\n"
+          f"{len(prompts)} prompts, {args.tokens} new tokens, greedy; medians (25th-75th percentile)\n")
     print("| run | tok/s per prompt | ms a step | ms its pass | ms a step less its pass |\n|---|---:|---:|---:|---:|")
     for name, figures in seen.items():
         host = [step - passed for step, passed in zip(figures["step"], figures["pass"])]

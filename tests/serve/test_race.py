@@ -48,8 +48,8 @@ def test_a_pass_still_running_after_its_record_is_charged_to_its_own_lane():
             time.sleep(0.05)  # what the device still had to run
         running["lane"] = None
 
-    ar_lane, bita_lane = list(race(("AR", passes("ar", [[1], [2]], 0.01, log)), ("BiTA", overlapping("tree", [[1, 2]] * 3)),
-                                   drain))[-1]
+    ar = passes("ar", [[1], [2]], 0.01, log)
+    ar_lane, bita_lane = list(race(("AR", ar), ("BiTA", overlapping("tree", [[1, 2]] * 3)), drain))[-1]
     assert bita_lane.drained >= 0.1 and ar_lane.drained < 0.05  # two records handed over with a pass running
     assert bita_lane.seconds == pytest.approx(0.03 + bita_lane.drained)
 
