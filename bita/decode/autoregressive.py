@@ -26,7 +26,7 @@ def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampli
     rows, cached = len(tokens), cache.get_seq_length()
     allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
     logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(runtime.run(
-        cache, runtime.model.get_input_embeddings()(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
+        cache, runtime.embeddings(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
     token = next_token(logits[0], sampling, noise, cached + rows)
     verdicts = []
     if record_verdicts:  # sampled, with the draws the token won

@@ -112,7 +112,7 @@ def forward_layout(runtime: Runtime, adapter: BitaAdapter, cache: Cache, layout:
     ordinary_tokens: [chain + tree.size] token ids; mask rows use the adapter's embeddings.
     position: position of the root row. Returns last hidden states [R, H].
     """
-    embed = runtime.model.get_input_embeddings()
+    embed = runtime.embeddings
     ordinary = embed(ordinary_tokens.to(runtime.device))
     masks = adapter.mask_embeddings[: layout.n_masks].to(runtime.device, runtime.dtype)
     masks = masks.repeat(len(layout.tree.group_anchors), 1)

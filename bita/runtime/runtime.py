@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol
 
 import torch
 from torch import nn
 
-from .device import device_of, machine_key, output_logits
+from .device import machine_key, output_logits
 from .kernel_plan import KernelPlan
 from .kernels import stock_kernels
 from .transformers_forward import Prompts, TransformersForward
@@ -101,13 +102,19 @@ class Runtime:
     plan: KernelPlan | None = None  # the linears' paths (None: transformers' own kernels)
     invariance: Invariance | None = None  # the probe's result (None: not probed: a GPU, or not built for it)
 
+    @cached_property
+    def embeddings(self) -> nn.Module:
+        """The model's input embeddings, looked up once (transformers' lookup costs ~20 us, and a pass asks for the
+        device and dtype several times)."""
+        return self.model.get_input_embeddings()
+
     @property
     def device(self) -> torch.device:
-        return device_of(self.model)
+        return self.embeddings.weight.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.model.get_input_embeddings().weight.dtype
+        return self.embeddings.weight.dtype
 
     @property
     def buckets(self) -> tuple[int, ...]:
