@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..decode.records import StepRecord
+from ..generate import Request, stream_ar, stream_bita
+from ..model.adapter import BitaAdapter
+from ..model.loading import LoadedModel
 
 
 @dataclass
@@ -66,3 +69,8 @@ def race(first: tuple[str, Iterator[StepRecord]], second: tuple[str, Iterator[St
             if not lane.finished:
                 lane.advance(steps)
         yield lanes
+
+
+def ar_and_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> Iterator[tuple[Lane, Lane]]:
+    """Plain AR and BiTA racing on ``request`` (``race``): the app's race as one stream of model work."""
+    return race(("AR", stream_ar(loaded, request)), ("BiTA", stream_bita(loaded, adapter, request)))
