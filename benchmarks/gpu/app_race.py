@@ -100,7 +100,7 @@ def ratio_summary(results: list[dict]) -> dict:
         return {}
     p25, median, p75 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
     return {"ratio_median": median, "ratio_p25": p25, "ratio_p75": p75,
-            "identical": sum(result["identical"] for result in results), "raced": len(ratios)}
+            "identical_prompts": sum(result["identical"] for result in results), "raced": len(ratios)}
 
 
 def device_name(device: str) -> str:
@@ -125,8 +125,8 @@ def markdown(report: dict) -> str:
             f"{'yes' if r['identical'] else 'NO'} |" for r in report["prompts"]]
     summary = report["summary"]
     headline = (f"BiTA / AR tok/s: median **{summary['ratio_median']:.2f}x** (25th-75th percentile "
-                f"{summary['ratio_p25']:.2f}-{summary['ratio_p75']:.2f}), same text in {summary['identical']} of "
-                f"{summary['raced']}" if summary else "No prompt was raced.")
+                f"{summary['ratio_p25']:.2f}-{summary['ratio_p75']:.2f}), same text in "
+                f"{summary['identical_prompts']} of {summary['raced']}" if summary else "No prompt was raced.")
     return "\n".join([
         "# The race through the app's API", "",
         f"Device: {report['device']}. Commit: {report['commit']}. App started in {report['start_s']:.0f} s.", "",
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     prompts = race_prompts(args.prompts_file, args.prompts)
     (args.out / "figures").mkdir(parents=True, exist_ok=True)
-    report = {"device": device_name(args.device), "commit": commit(), "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    report = {"device": device_name(args.device), "commit": commit(), "command": command,
               "max_new_tokens": args.max_new_tokens, "tree": args.tree, "complete": False, "prompts": []}
     app_args = ("--model", args.model, "--device", args.device, "--dtype", args.dtype,
                 "--max-new-tokens", str(args.max_new_tokens))
