@@ -126,7 +126,7 @@ def markdown(report: dict) -> str:
     summary = report["summary"]
     headline = (f"BiTA / AR tok/s: median **{summary['ratio_median']:.2f}x** (25th-75th percentile "
                 f"{summary['ratio_p25']:.2f}-{summary['ratio_p75']:.2f}), same text in "
-                f"{summary['identical_prompts']} of {summary['raced']}" if summary else "No prompt was raced.")
+                f"{summary['identical_prompts']} of {summary['raced']}" if summary else "No prompt was raced")
     return "\n".join([
         "# The race through the app's API", "",
         f"Device: {report['device']}. Commit: {report['commit']}. App started in {report['start_s']:.0f} s.", "",
