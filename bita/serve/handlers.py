@@ -7,9 +7,8 @@ Pass timings never include the page's updates: records time their own passes onl
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import TypeVar
 
 import gradio as gr
@@ -27,16 +26,14 @@ from ..decode.records import StepRecord
 from ..decode.sampling import Sampling
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..errors import BitaError
-from ..generate import Request, stream_ar, stream_bita
-from ..model.adapter import BitaAdapter
+from ..generate import Request, stream_bita
 from ..model.loading import encode_chat
 from ..plan.autotree import CostTable
 from ..plan.speedup import answer_point
 from ..plan.tree_plan import TreePlan
-from ..runtime.device import synchronize
 from .engine import Engine
 from .inspector import Inspector
-from .race import Lane, drafted, race, speedup
+from .race import Lane, ar_and_bita, drafted, speedup
 from .reports import race_table, status_line
 from .session import BRANCH, Conversation, Settings, Turn
 
@@ -146,10 +143,8 @@ class ModelHandlers:
         request, engine = self.settings_of(*settings, drafting=True), self.engine
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages), settings=request)
-        with shown_on_page():
-            steps = engine.thread.call(stream_bita, engine.loaded, request.adapter, Request(
-                turn.prompt_ids, request.max_new_tokens, request.plan, sampling=request.sampling,
-                record_attention=True, record_verdicts=True))
+        asked = Request(turn.prompt_ids, request.max_new_tokens, request.plan, sampling=request.sampling,
+                        record_attention=True, record_verdicts=True)
         updated = Conversation(messages, conversation.turns + [turn])
         earlier = conversation.shown(engine.decode)  # rendered once; each update renders only the new turn
 
@@ -158,7 +153,7 @@ class ModelHandlers:
             return (earlier + updated.shown(engine.decode, since=len(earlier)), engine.text(turn.tokens),
                     status_line(turn.records, request.plan, request.sampling, engine.device))
 
-        for _ in throttled(self.streamed(turn, steps), UI_INTERVAL_S):
+        for _ in throttled(self.streamed(turn, stream_bita, request.adapter, asked), UI_INTERVAL_S):
             updated.messages = messages + [{"role": "assistant", "content": engine.text(turn.tokens)}]
             yield *answer_view(), updated, "", *([gr.skip()] * 11)
         shown = best_pass(turn.records)
@@ -167,14 +162,17 @@ class ModelHandlers:
                tokens_per_pass_figure(records),
                *answer_figures(turn.records, request.plan, engine.pass_costs(request.adapter), engine.device))
 
-    def streamed(self, turn: Turn, steps: Iterator[StepRecord]) -> Iterator[StepRecord]:
-        """``steps`` run on the model thread, each appended to ``turn``, which is marked streaming until they
-        end or the page stops them (no branch meanwhile)."""
+    def streamed(self, turn: Turn, steps: Callable[..., Iterator[StepRecord]], *args, **kwargs) \
+            -> Iterator[StepRecord]:
+        """The records of ``steps(loaded model, *args, **kwargs)``, made where model work runs (``Engine.stream``), each
+        appended to ``turn``, which is marked streaming until they end or the page stops them (no branch
+        meanwhile). A BitaError (a request the model cannot take) is shown on the page."""
         turn.streaming = True
         try:
-            for record in self.engine.thread.iterate(steps):
-                turn.records.append(record)
-                yield record
+            with shown_on_page():
+                for record in self.engine.stream(steps, *args, **kwargs):
+                    turn.records.append(record)
+                    yield record
         finally:
             turn.streaming = False
 
@@ -197,16 +195,15 @@ class ModelHandlers:
         the last 7 only at the end, when the inspector opens the branch's best pass."""
         record, engine = self.branch_record(choice, conversation, inspected), self.engine
         settings = conversation.answer(inspected).settings
-        with shown_on_page():
-            steps = engine.thread.call(stream_branch, engine.loaded, settings.adapter, settings.plan, record,
-                                       record_attention=True, record_verdicts=True)
         conversation.branch = turn = Turn(record.context, settings=settings)  # replaces the last branch
 
         def shown() -> str:
             return branch_html(record.answer_ids, record.position, record.token, turn.records, engine.decode,
                                BRANCH)
 
-        for _ in throttled(self.streamed(turn, steps), UI_INTERVAL_S):
+        steps = self.streamed(turn, stream_branch, settings.adapter, settings.plan, record, record_attention=True,
+                              record_verdicts=True)
+        for _ in throttled(steps, UI_INTERVAL_S):
             yield shown(), record.to_json(), conversation, *([gr.skip()] * 7)
         yield (shown(), record.to_json(), conversation, BRANCH,
                *self.inspector.pass_views(conversation, BRANCH, best_pass(turn.records)))
@@ -219,10 +216,7 @@ class ModelHandlers:
             raise gr.Error("Type a prompt first.")
         request, engine = self.settings_of(*settings), self.engine
         ids = encode_chat(engine.loaded.tokenizer, [{"role": "user", "content": prompt}])
-        with shown_on_page():
-            asked = Request(ids, request.max_new_tokens, request.plan, sampling=request.sampling)
-            ar = engine.thread.call(stream_ar, engine.loaded, asked)
-            bita = engine.thread.call(stream_bita, engine.loaded, request.adapter, asked)
+        asked = Request(ids, request.max_new_tokens, request.plan, sampling=request.sampling)
 
         def lanes_view(ar_lane: Lane, bita_lane: Lane) -> tuple:
             """(AR text, BiTA's coloured tokens, race table, race figure) as the race stands."""
@@ -230,10 +224,11 @@ class ModelHandlers:
                     race_table(ar_lane, bita_lane, request.plan, request.sampling, engine.device),
                     race_figure([(lane.name, lane.records) for lane in (ar_lane, bita_lane)]))
 
-        raced_lanes = race(("AR", ar), ("BiTA", bita), partial(synchronize, engine.loaded.device))
-        for ar_lane, bita_lane in throttled(engine.thread.iterate(raced_lanes), RACE_UI_INTERVAL_S):
-            yield *lanes_view(ar_lane, bita_lane), gr.skip()
-            time.sleep(RACE_SETTLE_S)
+        with shown_on_page():
+            for ar_lane, bita_lane in throttled(engine.stream(ar_and_bita, request.adapter, asked),
+                                                RACE_UI_INTERVAL_S):
+                yield *lanes_view(ar_lane, bita_lane), gr.skip()
+                time.sleep(RACE_SETTLE_S)
         raced = speedup(bita_lane, ar_lane) if drafted(bita_lane) else None
         yield *lanes_view(ar_lane, bita_lane), speed_figure(bita_lane.records, request.plan,
                                                             engine.pass_costs(request.adapter), engine.device, raced)

@@ -31,3 +31,8 @@ class ModelThread:
         done = object()
         while (item := self.call(next, items, done)) is not done:
             yield item
+
+    def stream(self, function: Callable[..., Iterator[T]], *args, **kwargs) -> Iterator[T]:
+        """The items of ``function(*args, **kwargs)``: the iterator made, and each item produced, on the
+        model thread (the ``ModelWork`` of a CPU or CUDA machine, model_work.py)."""
+        return self.iterate(self.call(function, *args, **kwargs))

@@ -13,8 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..decode.records import StepRecord
+from ..generate import Request, stream_ar, stream_bita
+from ..model.adapter import BitaAdapter
+from ..model.loading import LoadedModel
+from ..runtime.device import synchronize
 
 
 @dataclass
@@ -77,3 +82,10 @@ def race(first: tuple[str, Iterator[StepRecord]], second: tuple[str, Iterator[St
             if not lane.finished:
                 lane.advance(steps, drain)
         yield lanes
+
+
+def ar_and_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> Iterator[tuple[Lane, Lane]]:
+    """Plain AR and BiTA racing on ``request`` (``race``, waiting for the model's device between turns): the app's
+    race as one stream of model work."""
+    return race(("AR", stream_ar(loaded, request)), ("BiTA", stream_bita(loaded, adapter, request)),
+                partial(synchronize, loaded.device))

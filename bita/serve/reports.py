@@ -49,18 +49,21 @@ def race_table(ar: Lane, bita: Lane, plan: TreePlan, sampling: Sampling, device:
                     "one-token passes and any difference in tok/s is noise")
     return "\n".join([
         f"{headline} on {device}. One AR pass and one BiTA pass in turn, each timed alone; {sampling.describe()}"
-        f"{agreement(ar, bita) if not sampling.greedy else ''}. BiTA tree: {plan.reason}.", "",
+        f"{agreement(ar, bita, sampling.greedy)}. BiTA tree: {plan.reason}.", "",
         "| decoder | forward passes | tokens / pass | tok/s | |", "|---|---:|---:|---:|---|", *rows])
 
 
-def agreement(ar: Lane, bita: Lane) -> str:
-    """Sampled, whether both lanes drew the same text: one seed, so they should (each position races
-    against one vector, bita/decode/verify.py); where they part, at which token (a near tie where a
-    tree row's logits and an AR row's are not bitwise equal, or a bug)."""
+SAME_TEXT = "the same text"  # what the race's table says when both lanes finished with one text
+
+
+def agreement(ar: Lane, bita: Lane, greedy: bool) -> str:
+    """Whether both lanes gave the same text, as they should: greedy, BiTA is lossless; sampled, one seed (each
+    position races against one vector, bita/decode/verify.py). Where they part, at which token (a near tie
+    where a tree row's logits and an AR row's are not bitwise equal, or a bug)."""
+    seed = "" if greedy else "one seed: "
     shared = shared_prefix(ar.tokens, bita.tokens)
-    if shared < min(len(ar.tokens), len(bita.tokens)):
-        return f" (one seed, yet the lanes' texts part at token {shared + 1})"
+    if shared < min(len(ar.tokens), len(bita.tokens)) or (ar.finished and bita.finished and ar.tokens != bita.tokens):
+        return f" ({'' if greedy else 'one seed, yet '}the lanes' texts part at token {shared + 1})"
     if ar.finished and bita.finished:
-        return " (one seed: both lanes drew the same text)" if ar.tokens == bita.tokens else \
-            f" (one seed, yet the lanes' texts part at token {shared + 1})"
-    return " (one seed: both lanes have drawn the same tokens so far)"
+        return f" ({seed}both lanes {'gave' if greedy else 'drew'} {SAME_TEXT})"
+    return f" ({seed}both lanes have {'given' if greedy else 'drawn'} the same tokens so far)"

@@ -1,11 +1,8 @@
-"""What the app does differently on a Hugging Face Space (``SPACE_ID`` set): caps for visitors,
-ZeroGPU refused, and the default model's package where the Space was not built with it.
+"""What the app does differently on a Hugging Face Space (``SPACE_ID`` set): caps for visitors, and the
+default model's package where the Space was not built with it.
 
-The app runs on CPU Spaces (the README's front-matter suggests ``cpu-basic``) and on GPU Spaces
-with plain CUDA. It does not run on ZeroGPU: there, model work must run inside ``@spaces.GPU``
-functions, which ZeroGPU runs in forked processes, while this app keeps every pass on one model
-thread (model_thread.py) that a fork does not copy. ZeroGPU also supports other Python and
-torch versions than the ones pinned here. So on ZeroGPU the app stops at once and says why.
+The app runs on CPU Spaces (the README's front-matter suggests ``cpu-basic``), on GPU Spaces with plain CUDA,
+and on ZeroGPU, where each request's decoding runs inside a ``spaces.GPU`` function (model_work.py, zero_gpu.py).
 """
 
 from __future__ import annotations
@@ -39,14 +36,6 @@ def on_space(environ: Mapping[str, str]) -> bool:
 def limits_for(environ: Mapping[str, str]) -> Limits:
     """SPACE's caps on a Space, LOCAL's elsewhere."""
     return SPACE if on_space(environ) else LOCAL
-
-
-def refuse_zero_gpu(environ: Mapping[str, str]) -> None:
-    """BitaError on a ZeroGPU Space (``SPACES_ZERO_GPU`` true, as the ``spaces`` package reads it)."""
-    if environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true"):
-        raise BitaError("this app does not run on ZeroGPU (it runs every pass on one model thread, and ZeroGPU "
-                        "runs GPU work in forked processes): in the Space's settings pick CPU basic, or a GPU "
-                        "with CUDA and requirements.txt's CPU index line deleted")
 
 
 def ensure_model_package(environ: Mapping[str, str], attempts: int = INSTALL_ATTEMPTS) -> None:

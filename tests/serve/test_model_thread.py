@@ -19,6 +19,9 @@ def test_every_step_of_an_iterator_runs_on_the_same_other_thread():
     assert list(model.iterate(steps())) == [0, 1, 2, 3]
     assert len(set(seen)) == 1 and seen[0] is not threading.current_thread()
     assert model.call(threading.current_thread) is seen[0]
+    made = []
+    assert list(model.stream(lambda n: made.append(threading.current_thread()) or steps(), 0)) == [0, 1, 2, 3]
+    assert made == [seen[0]] and set(seen) == {seen[0]}  # stream: the iterator made there too
 
 
 def test_errors_reach_the_caller():

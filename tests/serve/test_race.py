@@ -61,7 +61,7 @@ def test_an_empty_stream_finishes_at_once_and_speedup_waits_for_timed_passes():
     assert speedup(bita_lane, ar_lane) == 0.0
 
 
-def test_a_sampled_race_says_whether_both_lanes_drew_the_same_text():
+def test_a_race_says_whether_both_lanes_gave_the_same_text():
     sampling, plan = Sampling(0.8, seed=11), TreePlan(None, "plain AR")
 
     def table(ar_tokens, bita_tokens, finished=True):
@@ -71,6 +71,11 @@ def test_a_sampled_race_says_whether_both_lanes_drew_the_same_text():
     assert "both lanes drew the same text" in table([1, 2, 3], [1, 2, 3])
     assert "the same tokens so far" in table([1, 2], [1, 2, 3], finished=False)
     assert "part at token 2" in table([1, 2, 3], [1, 5, 3])
-    assert "one seed" not in race_table(Lane("AR"), Lane("BiTA"), plan, Sampling(), "cpu")
+    greedy = race_table(Lane("AR", tokens=[1, 2], finished=True), Lane("BiTA", tokens=[1, 2], finished=True), plan,
+                        Sampling(), "cpu")
+    assert "one seed" not in greedy and "(both lanes gave the same text)" in greedy
+    assert "(the lanes' texts part at token 2)" in race_table(Lane("AR", tokens=[1, 2], finished=True),
+                                                             Lane("BiTA", tokens=[1, 3], finished=True), plan,
+                                                             Sampling(), "cpu")
     assert "Seed 11 in Settings draws this answer again" in status_line([], plan, sampling, "cpu")
     assert "Seed" not in status_line([], plan, Sampling(), "cpu")

