@@ -59,28 +59,31 @@ def layout_rows(tree: DraftTree, n_masks: int, chain: int = 1) -> int:
 @lru_cache(maxsize=256)
 @torch.inference_mode(False)  # cached: must stay usable by autograd even if first built while decoding
 def decode_layout(tree: DraftTree, n_masks: int, chain: int = 1) -> PassLayout:
-    """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups (as Python lists,
-    made tensors once: a trie merged with chains is a new shape many passes, and a tensor write a row costs more
-    than the whole list)."""
+    """Build the layout of a pass feeding ``chain`` ordinary rows, ``tree`` and its mask groups. The chain rows are
+    causal among themselves and every later row sees them all; which later rows each later row sees is gathered in
+    Python lists and written in one indexing (a trie merged with chains is a new shape many passes, and a tensor
+    write a row costs more than the lists)."""
     n_nodes = tree.size
     n_groups = len(tree.group_anchors)
     rows = layout_rows(tree, n_masks, chain)
-    seen: list[list[int]] = [list(range(row + 1)) for row in range(chain)]  # per row, the new rows it sees
+    first_mask = chain + n_nodes
+    sees: list[list[int]] = []  # per row after the chain, the rows after the chain it sees
     offsets = list(range(1 - chain, 1))
     for index, node in enumerate(tree.nodes):
-        parent_path = seen[chain - 1] if node.parent == ROOT else seen[chain + node.parent]
-        seen.append(parent_path + [chain + index])
+        sees.append((sees[node.parent] if node.parent != ROOT else []) + [chain + index])
         offsets.append(node.depth)
-    first_mask = chain + n_nodes
     for group, anchor in enumerate(tree.group_anchors):
-        context = seen[chain - 1] if anchor == ROOT else seen[chain + anchor]
+        context = sees[anchor] if anchor != ROOT else []
         anchor_depth = 0 if anchor == ROOT else tree.nodes[anchor].depth
         group_start = first_mask + group * n_masks
         for i in range(n_masks):
-            seen.append(context + list(range(group_start, group_start + i + 1)))
+            sees.append(context + list(range(group_start, group_start + i + 1)))
             offsets.append(anchor_depth + 1 + i)
     visible = torch.zeros(rows, rows, dtype=torch.bool)
-    visible[[row for row, columns in enumerate(seen) for _ in columns], [c for columns in seen for c in columns]] = True
+    visible[:chain, :chain] = torch.ones(chain, chain, dtype=torch.bool).tril()
+    visible[chain:, :chain] = True
+    seen_rows = [chain + row for row, columns in enumerate(sees) for _ in columns]
+    visible[seen_rows, [column for columns in sees for column in columns]] = True
     is_mask = torch.arange(rows) >= first_mask
     group_rows = torch.arange(first_mask, rows).view(n_groups, n_masks)
     return PassLayout(tree, n_masks, chain, is_mask, torch.tensor(offsets, dtype=torch.long), visible, group_rows)

@@ -1,9 +1,13 @@
 """Pass layouts, key visibility and the packed training mask: pure, no model."""
 
+import random
+
+import pytest
 import torch
 
 from bita.decode.masks import allowed_keys, decode_layout, packed_groups
 from bita.drafts.tree import EMPTY_TREE, ROOT, parse_tree_spec
+from bita.drafts.trie import NGRAM_GROUPS, build_trie
 from bita.runtime.layer_masks import additive_mask
 
 
@@ -36,6 +40,36 @@ def test_tree_layout_rules():
         for i, row in enumerate(rows.tolist()):
             assert layout.position_offsets[row] == anchor_depth + 1 + i
             assert set(layout.visible[row].nonzero().flatten().tolist()) == path | set(rows[: i + 1].tolist())
+
+
+@pytest.mark.parametrize("chain", [1, 4])
+def test_layouts_of_tries_merged_with_chains_follow_the_rules(chain):
+    """Tries of a mask tree merged with n-gram chains (new shapes, groups on chain nodes), after a chain of ordinary
+    rows: each row sees the chain causally, a node its ancestors and itself, a mask its anchor's path and the masks
+    before it in its group; offsets are depths."""
+    generator = random.Random(5)
+    for spec in ("efficient:4,3,2", "full:2,2,2", "chain:3"):
+        for _ in range(10):
+            drafts = [[generator.randrange(6) for _ in range(4)] for _ in range(3)]
+            chain_tokens = [generator.randrange(6) for _ in range(generator.randrange(5))]
+            tree = build_trie(parse_tree_spec(spec), drafts, chain_tokens, generator.choice(NGRAM_GROUPS)).tree
+            layout, n = decode_layout(tree, 3, chain), 3
+            chain_rows = set(range(chain))
+            expected = [set(range(row + 1)) for row in range(chain)]
+            offsets = list(range(1 - chain, 1))
+            for index, node in enumerate(tree.nodes):
+                expected.append(chain_rows | {chain + a for a in tree.ancestors(index)} | {chain + index})
+                offsets.append(node.depth)
+            for group, anchor in enumerate(tree.group_anchors):
+                path = expected[chain - 1] if anchor == ROOT else expected[chain + anchor]
+                depth = 0 if anchor == ROOT else tree.nodes[anchor].depth
+                for i in range(n):
+                    first = chain + tree.size + group * n
+                    expected.append(path | set(range(first, first + i + 1)))
+                    offsets.append(depth + 1 + i)
+            assert [set(row.nonzero().flatten().tolist()) for row in layout.visible] == expected
+            assert layout.position_offsets.tolist() == offsets
+            assert layout.is_mask.tolist() == [row >= chain + tree.size for row in range(layout.rows)]
 
 
 def test_allowed_keys_hide_prompt_slots_from_ordinary_rows():
