@@ -179,7 +179,7 @@ class LaunchedPass:
     logits: PassLogits
     noise: RowNoise | None  # the rows' race vectors (sampled), else None
     judgement: Judgement  # gives the verdict and the next drafts: on a GPU, waits for the device once
-    timer: PassTimer  # started before the pass was built, stopped once its head was queued
+    timer: PassTimer  # started once its candidates and layout were made, stopped once its head was queued
 
 
 @dataclass
@@ -199,11 +199,11 @@ def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (
     ``corpus``) + mask groups, its LM head and its verdict (``queue_judgement``). Nothing here waits for the device
     (its copies are pinned and non-blocking): on a GPU the host returns while the pass runs."""
     runtime, sampling, length = decoding.runtime, decoding.sampling, state.context_length
-    timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
-    timer.start()
     candidates = draft_candidates(decoding, state.drafts, ngram, corpus)
     trie = candidates.trie
     layout = decode_layout(trie.tree, decoding.tree.depth, 1)
+    timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
+    timer.start()
     ids = to_device(torch.tensor([state.root, *trie.tokens]), runtime.device)  # the pass's, then the walk's
     logits = pass_logits(runtime, forward_layout(runtime, decoding.adapter, state.cache, layout, ids, length, length),
                          layout, 1 + trie.tree.size)

@@ -4,15 +4,18 @@ pass k's record is handed over, and the records are those of the loop that runs 
 from dataclasses import replace
 
 import pytest
+import torch
 from conftest import random_prompts, tiny_model
 
-from bita.decode import pass_logits
+from bita.decode import pass_logits, step
 from bita.decode.sampling import GREEDY, Sampling
 from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.runtime.runtime import runtime_of
+from bita.runtime.lean_llama import LeanLlama
+from bita.runtime.padded import PaddedLean
+from bita.runtime.runtime import Runtime, runtime_of
 
 
 class CountingForward:
@@ -89,3 +92,29 @@ def test_the_next_pass_is_launched_before_a_record_is_handed_over(model, overlap
     ahead = [1 if overlap and record.finish is None and index else 0 for index, record in enumerate(records)]
     assert passes == [index + 1 + extra for index, extra in enumerate(ahead)]
     assert counting.passes == len(records)  # the stop launched nothing more
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="whether a launch waits for the device needs a CUDA device")
+@pytest.mark.parametrize("sampling", [GREEDY, Sampling(temperature=0.8, top_p=0.9, seed=4)], ids=["greedy", "sampled"])
+def test_on_a_gpu_launching_a_pass_never_waits_for_the_device(sampling, monkeypatch):
+    """CUDA graphs on the padded forward, the overlapped loop: every ``launch_pass`` runs under torch's sync debug
+    mode "error" (a copy from pageable memory, a read of a device value: an error), and the tokens are the ones of
+    the loop with its passes in turn."""
+    model = tiny_model("llama").cuda()
+    runtime = Runtime(model, PaddedLean(LeanLlama(model)))
+    adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=2).cuda()
+    decoding = Decoding(runtime, adapter, parse_tree_spec("efficient:3,2,2"), sampling, Chains(ngram_tokens=2))
+    prompt = random_prompts(1, seed=3)[0]
+    in_turn = [r.emitted for r in bita_steps(replace(decoding, overlap=False), prompt, StopCondition(24))]
+    launch, launches = step.launch_pass, []
+
+    def launch_without_waiting(*args, **kwargs):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            launches.append(launch(*args, **kwargs))
+            return launches[-1]
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    monkeypatch.setattr(step, "launch_pass", launch_without_waiting)
+    overlapped = [r.emitted for r in bita_steps(replace(decoding, overlap=True), prompt, StopCondition(24))]
+    assert overlapped == in_turn and len(launches) == len(overlapped) - 1
