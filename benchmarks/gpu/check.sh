@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# The GPU check (issue 47), on the GPU machine with .gpu/c transferred after a and b were staged (pack.sh).
+# The GPU check (issues 47, 56), on the GPU machine with .gpu/c transferred after a, b and d were staged (pack.sh).
 # Joins the GGUF, then runs the measurements in priority order, each bounded, all under DEADLINE seconds
 # (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
-# bench, M16 the methods of mt80-16. In priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s,
-# app not yet run on a GPU,
+# bench, M16 the methods of mt80-16. In priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s;
+# syncs and app not yet run on a GPU;
 # host ~30 s, hfs16 97 s, mt80-32 86 s, pc16 18 s, pc32 16 s, graphs 30 s, pc1b 30 s; 428 s in all without host):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
 #            8-row pass ms, cuBLAS rows tested at each index (invariance_check.py)
+#   syncs    no launch of a BiTA pass waits for the device (tests/decode/test_overlap.py's CUDA test: sync debug
+#            mode "error" around every launch_pass of the overlapped loop, its tokens those of the loop in turn)
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
 #            load-time probe passed: the log's runtime line says), our AR loop at its fastest shapes, BiTA
 #   app      the app's own race on 8 of them through its API (app_race.py: app.py started on CUDA in bf16,
 #            gradio_client asks /race, greedy): AR and BiTA tok/s, their ratio, same text; needs gradio and plotly
-#            on the machine (the log's header says whether gradio imports; pack.sh does not carry them)
-#   host     where a BiTA step's host work goes, pass included (benchmarks/host_work.py: cProfile, 8 prompts)
+#            on the machine (the log's header says whether gradio imports; pack.sh's transfer d carries them)
+#   host     our AR loop, BiTA in turn and BiTA overlapped side by side: tok/s, ms a step and its pass, and where an
+#            overlapped step's host work goes (benchmarks/host_work.py, cProfile, 8 prompts)
 #   hfs16    8 of them: HF generate eager and compiled static cache, our AR loop, fastest shapes, BiTA, in one
 #            process (the crash beside a compiled model: issue 47)
 #   mt80-32  all 80 in fp32: our AR loop and BiTA
@@ -24,7 +27,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-1}; TOK=${TOK:-128}
-STEPS=${STEPS:-"inv mt80-16 app host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
+STEPS=${STEPS:-"inv syncs mt80-16 app host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -50,6 +53,7 @@ step() {
   tar czf $OUT/gpu-check.tgz -C $R .
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
+step syncs 60 python3 -m pytest -q -p no:cacheprovider tests/decode/test_overlap.py -k gpu
 step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
 step app 150 python3 benchmarks/gpu/app_race.py --model $G --device cuda --dtype bfloat16 --prompts-file $P --prompts 8 --max-new-tokens $TOK --deadline 140 --out $R/app
 step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P
