@@ -27,6 +27,7 @@ from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import make_stop
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
+from bita.plan.costs import quartiles
 from bita.plan.tree_plan import plan_tree
 from bita.runtime.device import describe_device, synchronize
 
@@ -38,9 +39,10 @@ STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout",
 SCHEDULES = ("in turn", "overlapped")
 
 
-def quartiles(values: list[float]) -> str:
-    cuts = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return f"{statistics.median(values):.3f} ({cuts[0]:.3f}-{cuts[-1]:.3f})"
+def spread(values: list[float]) -> str:
+    """'median (25th-75th percentile)'."""
+    low, high = quartiles(values)
+    return f"{statistics.median(values):.3f} ({low:.3f}-{high:.3f})"
 
 
 def main() -> None:
@@ -91,16 +93,16 @@ def main() -> None:
     print("| run | tok/s per prompt | ms a step | ms its pass | ms a step less its pass |\n|---|---:|---:|---:|---:|")
     for name, figures in seen.items():
         host = [step - passed for step, passed in zip(figures["step"], figures["pass"])]
-        print(f"| {name} | {quartiles(figures['tok/s'])} | {quartiles(figures['step'])} | {quartiles(figures['pass'])} "
-              f"| {quartiles(host)} |")
+        print(f"| {name} | {spread(figures['tok/s'])} | {spread(figures['step'])} | {spread(figures['pass'])} "
+              f"| {spread(host)} |")
     for name in runs:
         if name != "AR":
             ratios = [ours / theirs for ours, theirs in zip(seen[name]["tok/s"], seen["AR"]["tok/s"])]
-            print(f"\n{name} / our AR loop, tok/s per prompt: {quartiles(ratios)}", end="")
+            print(f"\n{name} / our AR loop, tok/s per prompt: {spread(ratios)}", end="")
     ratios = [ours / theirs for ours, theirs in zip(seen["BiTA overlapped"]["tok/s"], seen["BiTA in turn"]["tok/s"])]
     walls = [a / b for a, b in zip(seen["BiTA in turn"]["wall"], seen["BiTA overlapped"]["wall"])]
-    print(f"\nBiTA overlapped / in turn, tok/s per prompt: {quartiles(ratios)}; from the runs' own wall clocks "
-          f"(the caller's work included): {quartiles(walls)}\n")
+    print(f"\nBiTA overlapped / in turn, tok/s per prompt: {spread(ratios)}; from the runs' own wall clocks "
+          f"(the caller's work included): {spread(walls)}\n")
     profile = cProfile.Profile()
     profiled = measure(profile)["BiTA overlapped"]["step"]
     print(f"Where an overlapped step's time goes, from a third run under cProfile (the profiler adds to it: a step "

@@ -12,8 +12,8 @@ at every depth it reaches. Here the whole tree is judged at once, where the logi
   its deepest node is the last accepted (the root's row when none is);
 - the bonus is ``chosen`` at that row, and the next drafts are the top-k of the mask group anchored there.
 
-``walk_on_device`` returns the last accepted row, the bonus and the drafts in one copy; the accepted path is
-then read off the tree on the host. On a GPU the rules run as one Triton kernel (walk_kernel.py), else as torch
+``queue_walk`` queues this behind the pass; ``QueuedWalk.read`` brings the last accepted row, the bonus and the
+drafts back in one copy, and the accepted path is then read off the tree on the host. On a GPU the rules run as one Triton kernel (walk_kernel.py), else as torch
 operations (``decided_by_torch``). Tested against the walk in Python, greedy and sampled (tests/decode).
 Sampled, every row is warped here (a batched sort over the vocabulary) where the walk in Python warps only the
 rows it reaches: cheap on a GPU, not on a CPU, which keeps the walk in Python (``on_device``).
@@ -36,7 +36,7 @@ from .verify import RowNoise, Verification
 
 
 def on_device(device: torch.device) -> bool:
-    """Whether passes on ``device`` are judged by ``walk_on_device``: on a GPU, where each copy back waits for
+    """Whether passes on ``device`` are judged by ``queue_walk``: on a GPU, where each copy back waits for
     the device; on a CPU the walk in Python is cheaper (it warps only the rows it reaches)."""
     return device.type == "cuda"
 
@@ -201,10 +201,3 @@ def queue_walk(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified
         parts += [top.indices.flatten().double(), top.values.flatten().double()]
     return QueuedWalk(tree, torch.cat(parts), None if every is None else (every.shape[1], k),
                       every.dtype if every is not None else torch.float32)
-
-
-def walk_on_device(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
-                   every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
-                   decider: Decider | None = None) -> tuple[Verification, tuple[torch.Tensor, torch.Tensor] | None]:
-    """``queue_walk``, then its one copy back: the verdict and the drafts (None where that node has no group)."""
-    return queue_walk(tree, tokens, verified, every, k, sampling, noise, decider).read()

@@ -188,8 +188,7 @@ class SettledPass:
 
     launched: LaunchedPass
     verdict: Verification
-    next_drafts: Drafts | None
-    state: DecodeState
+    state: DecodeState  # its ``drafts``: the next pass's
     verdicts: list | None  # what the verifier said of each token (``record_verdicts``), read before the next pass
 
 
@@ -224,15 +223,15 @@ def settle_pass(decoding: Decoding, launched: LaunchedPass) -> SettledPass:
     verdicts = pass_verdicts(launched.logits.verified, trie.tree, trie.tokens, verdict, sampling,
                              decoding.runtime.dtype, launched.noise) if decoding.record_verdicts else None
     after = DecodeState(state.cache, length + 1 + len(verdict.accepted), verdict.bonus, next_drafts, state.noise)
-    return SettledPass(launched, verdict, next_drafts, after, verdicts)
+    return SettledPass(launched, verdict, after, verdicts)
 
 
 def pass_record(decoding: Decoding, settled: SettledPass, index: int) -> StepRecord:
     """The record of settled tree pass ``index`` (host work only: on a GPU it is built while the next pass runs)."""
-    launched, verdict = settled.launched, settled.verdict
+    launched, verdict, next_drafts = settled.launched, settled.verdict, settled.state.drafts
     state, layout, n_prompt = launched.state, launched.layout, decoding.adapter.n_prompt
     record = tree_record(index=index, position=state.context_length, root=state.root, candidates=launched.candidates,
-                         verdict=verdict, next_drafts=settled.next_drafts.as_lists() if settled.next_drafts else [],
+                         verdict=verdict, next_drafts=next_drafts.as_lists() if next_drafts else [],
                          rows=layout.rows, n_prompt=n_prompt, sampled=not decoding.sampling.greedy)
     record.pass_seconds = launched.timer.seconds()
     attach_attention(record, layout, n_prompt, state.context_length, decoding.record_attention)

@@ -5,7 +5,7 @@ operations and as one Triton kernel (walk_kernel.py, under Triton's interpreter 
 import pytest
 import torch
 
-from bita.decode.device_walk import decided_by_kernel, decided_by_torch, kernel_disagrees, tree_tensors, walk_on_device
+from bita.decode.device_walk import decided_by_kernel, decided_by_torch, kernel_disagrees, queue_walk, tree_tensors
 from bita.decode.sampling import GREEDY, RaceNoise, Sampling
 from bita.decode.verify import per_position, verify_greedy, verify_sampling
 from bita.drafts.tree import ROOT, DraftTree, TreeNode, efficient_tree, full_tree
@@ -58,7 +58,7 @@ def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling,
             expected = verify_greedy(tree, tokens, logits.argmax(-1).tolist())
         else:
             expected = verify_sampling(tree, tokens, logits, sampling, noises[0])
-        verdict, drafts = walk_on_device(tree, tokens, logits, every, K, sampling, noises[1], DECIDERS[decider])
+        verdict, drafts = queue_walk(tree, tokens, logits, every, K, sampling, noises[1], DECIDERS[decider]).read()
         assert verdict == expected
         if expected.last != ROOT and not tree.nodes[expected.last].has_group:
             assert drafts is None
@@ -70,7 +70,7 @@ def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling,
 @pytest.mark.parametrize("decider", DECIDERS)
 def test_an_empty_tree_takes_the_roots_choice_and_group(decider):
     tree, logits, every = DraftTree(()), torch.randn(1, VOCAB), torch.randn(1, 2, VOCAB)
-    verdict, drafts = walk_on_device(tree, (), logits, every, K, GREEDY, None, DECIDERS[decider])
+    verdict, drafts = queue_walk(tree, (), logits, every, K, GREEDY, None, DECIDERS[decider]).read()
     assert verdict.accepted == () and verdict.last == ROOT and verdict.bonus == int(logits[0].argmax())
     assert torch.equal(drafts[0], every[0].topk(K, -1).indices)
 
