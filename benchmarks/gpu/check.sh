@@ -5,12 +5,14 @@
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
 # bench, M16 the methods of mt80-16. In priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s;
-# syncs and app not yet run on a GPU;
+# syncs, kernels and app not yet run on a GPU;
 # host ~30 s, hfs16 97 s, mt80-32 86 s, pc16 18 s, pc32 16 s, graphs 30 s, pc1b 30 s; 428 s in all without host):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
 #            8-row pass ms, cuBLAS rows tested at each index (invariance_check.py)
 #   syncs    no launch of a BiTA pass waits for the device (tests/decode/test_overlap.py's CUDA test: sync debug
 #            mode "error" around every launch_pass of the overlapped loop, its tokens those of the loop in turn)
+#   kernels  the CUDA kernels a padded pass launches a layer, by way, 1 and 64 rows (pass_kernels.py, torch's
+#            profiler on eager passes of a random model of the default's widths)
 #   mt80-16  all 80 MT-Bench first turns in bf16: our AR loop on the runtime's passes (row-invariant where the
 #            load-time probe passed: the log's runtime line says), our AR loop at its fastest shapes, BiTA
 #   app      the app's own race on 8 of them through its API (app_race.py: app.py started on CUDA in bf16,
@@ -27,7 +29,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-1}; TOK=${TOK:-128}
-STEPS=${STEPS:-"inv syncs mt80-16 app host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
+STEPS=${STEPS:-"inv syncs kernels mt80-16 app host hfs16 mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -54,6 +56,7 @@ step() {
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
 step syncs 60 python3 -m pytest -q -p no:cacheprovider tests/decode/test_overlap.py -k gpu
+step kernels 40 python3 benchmarks/gpu/pass_kernels.py --layers 4
 step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
 step app 150 python3 benchmarks/gpu/app_race.py --model $G --device cuda --dtype bfloat16 --prompts-file $P --prompts 8 --max-new-tokens $TOK --deadline 140 --out $R/app
 step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P

@@ -81,8 +81,13 @@ def kernel_checks(device: str) -> None:
            reference_attend(query, keys, values, order, counts))
     x, weight = randn(5, 576), randn(576)
     report("rms_norm vs TorchOps", triton_layer.rms_norm(x, weight, 1e-5), TorchOps.rms_norm(x, weight, 1e-5))
-    x, cos, sin = randn(5, 12, 64), randn(5, 64), randn(5, 64)
-    report("rotate_ vs TorchOps", triton_layer.rotate_(x.clone(), cos, sin), TorchOps.rotate_(x.clone(), cos, sin))
+    residual = randn(5, 576)
+    report("add_rms_norm vs TorchOps", triton_layer.add_rms_norm(residual, x, weight, 1e-5)[1],
+           TorchOps.rms_norm(residual + x, weight, 1e-5))
+    projected, cos, sin, cache = randn(5, 15 * 64), randn(5, 64), randn(5, 64), randn(2, 3, 8, 64)
+    positions, slots = torch.arange(5, device=device), torch.arange(1, 6, device=device)
+    report("rotate_store vs TorchOps", triton_layer.rotate_store(projected.clone(), 9, cos, sin, positions, slots, *cache),
+           TorchOps.rotate_(projected.clone().view(5, 15, 64)[:, :9], cos, sin))
     gate_up = randn(5, 3072)
     report("silu_mul vs TorchOps", triton_layer.silu_mul(gate_up), TorchOps.silu_mul(gate_up))
     x, weight = randn(5, 576), randn(960, 576)

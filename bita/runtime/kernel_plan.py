@@ -133,8 +133,8 @@ def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None,
              floor: int = 1, residual: torch.Tensor | None = None) -> torch.Tensor:
     """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``, plus ``residual`` ([..., out])
-    where given: the product rounded to the dtype, then added (the native, AMX and Triton paths add it as they
-    store the product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
+    where given: the product rounded to the dtype, then added (the native and AMX paths add it as they store the
+    product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
     path may round a row differently (``row_floor``)."""
     rows = x.numel() // x.shape[-1]
     if rows < floor:
@@ -145,7 +145,7 @@ def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         return native.linear(x, copy, bias, weight.shape[0], None if residual is None else residual.contiguous(), path)
     elif path == TRITON:
         from . import triton_linear  # Triton: only where a GPU's row-invariant passes ask for it
-        return triton_linear.linear(x, weight, bias, None if residual is None else residual.contiguous())
+        out = triton_linear.linear(x, weight, bias)
     elif path == PACKED:
         out = _linear_pointwise(x, copy, bias, "none", [], "")
     elif path == TRANSPOSED:

@@ -4,8 +4,8 @@ transformers' modeling code costs about a fifth of a pass on a 2-vCPU CPU (docs/
 -> 36.8 ms for one row on an AMD EPYC with AVX-512, logits bit-identical). This forward does what
 it does for these architectures, gpt-fast style: QKV and gate/up fused once, one layer loop
 (``run_layers``) whose elementwise work (RMSNorm, rotary, SiLU x up) runs on ``LayerOps``: transformers'
-own operations in its order (``TorchOps``), native.py's kernels on a CPU, or triton_layer.py's on a GPU's
-row-invariant passes, and whose attention is the caller's; keys and values written in place into a
+own operations in its order (``TorchOps``) or native.py's kernels on a CPU, or triton_layer.py's fused kernels
+on a GPU (``FusedLayerOps``: each residual added by the norm after it, rotary with the cache write), and whose attention is the caller's; keys and values written in place into a
 ``StaticKV`` (no concatenation, no crop; its buffers pooled across requests), SDPA with
 ``enable_gqa`` under a boolean mask (on CUDA the query groups folded into rows instead), and each
 linear on the one path the machine's kernel plan chose (kernel_plan.py); a pass's token rows attend by
@@ -61,8 +61,14 @@ def lean_unsupported(model: nn.Module) -> str | None:
     return None
 
 
+# store(layer, projected): a layer's rotary and cache write for projected [R, (heads + 2 kv_heads) head_dim] (the
+# rows' queries, keys, values) -> the rotated queries [R, heads, head_dim] and the keys, values [1, kv_heads, K,
+# head_dim] the rows attend over (``LeanLlama.rotated_store``, or triton_layer.rotate_store's one kernel)
+Store = Callable[[int, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
 class LayerOps(Protocol):
-    """A layer's elementwise work, one call each (native.py's and triton_layer.py's functions, ``TorchOps``)."""
+    """A layer's elementwise work, one call each (native.py's functions, ``TorchOps``)."""
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """transformers' LlamaRMSNorm of x [R, H] (rows may be apart, the last dimension contiguous) -> [R, H]."""
@@ -72,6 +78,20 @@ class LayerOps(Protocol):
 
     def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
         """gate_up [R, 2I] (gate, then up) -> silu(gate) x up [R, I]."""
+
+
+class FusedLayerOps(Protocol):
+    """A layer's elementwise work with the residual's add and the cache write fused in (triton_layer.py)."""
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """As LayerOps.rms_norm (the first layer's input norm)."""
+
+    def add_rms_norm(self, residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                     eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """residual + x [R, H] and its RMSNorm by weight [H]: (sum, normed), each [R, H]."""
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """As LayerOps.silu_mul."""
 
 
 class TorchOps:
@@ -227,41 +247,70 @@ class LeanLlama:
         else:
             def attend(layer, q, keys, values):
                 return self.attend_exact(q, keys, values, exact, cache.buffers(layer))
-        hidden = self.run_layers(embeds, positions, cache.append, attend, native if self.native else TorchOps)
+        ops = native if self.native else TorchOps
+        hidden = self.run_layers(embeds, self.rotated_store(positions, cache.append, ops), attend, ops)
         cache.advance(rows)
         return hidden
 
-    def run_layers(self, x: torch.Tensor, positions: torch.Tensor,
-                   write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                   attend: Attend, ops: LayerOps, layers: list[tuple] | None = None) -> torch.Tensor:
-        """The decoder stack over rows x [R, H] at ``positions`` [R] (``grow_rotary`` first), a layer's elementwise
-        work on ``ops``; ``write(layer, keys, values)`` stores a layer's new keys/values [1, kv_heads, R, head_dim]
-        and returns the keys/values [1, kv_heads, K, head_dim] that ``attend(layer, q, keys, values)`` attends with
-        the rows' queries q [R, heads, head_dim] (``Attend``). The residual is added by the linear that ends each
-        half (natively as it stores, on the native path). ``layers``: in place of ``self.layers`` (the same
-        weights on other linear paths). Returns [R, H]."""
-        rows, eps, dim = x.shape[0], self.eps, self.head_dim
+    def rotated_store(self, positions: torch.Tensor,
+                      write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                      ops: LayerOps) -> Store:
+        """A ``Store`` for rows at ``positions`` [R] (``grow_rotary`` first): ``ops.rotate_`` on the queries and keys
+        in place, then ``write(layer, keys, values)`` of the keys and values [1, kv_heads, R, head_dim], which
+        returns the keys and values [1, kv_heads, K, head_dim] to attend over."""
         positions = positions.to(self.device)
         cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
-        q_size, kv_size = self.heads * dim, self.kv_heads * dim
-        for index, (norm_in, qkv, out, norm_post, gate_up, down) in enumerate(layers or self.layers):
-            projected = qkv(ops.rms_norm(x, norm_in, eps))  # [R, q_size + 2 kv_size]: queries, keys, values
-            ops.rotate_(projected[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, dim), cos, sin)
-            k, v = (projected[:, start:start + kv_size].view(rows, self.kv_heads, dim).transpose(0, 1)[None]
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        q_size, kv_size = heads * dim, kv_heads * dim
+
+        def store(layer: int, projected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            rows = projected.shape[0]
+            ops.rotate_(projected[:, :q_size + kv_size].view(rows, heads + kv_heads, dim), cos, sin)
+            k, v = (projected[:, start:start + kv_size].view(rows, kv_heads, dim).transpose(0, 1)[None]
                     for start in (q_size, q_size + kv_size))
-            attended = attend(index, projected[:, :q_size].view(rows, self.heads, dim), *write(index, k, v))
-            x = out(attended.reshape(rows, q_size), residual=x)
-            x = down(ops.silu_mul(gate_up(ops.rms_norm(x, norm_post, eps))), residual=x)
-        return ops.rms_norm(x, self.norm, eps)
+            return projected[:, :q_size].view(rows, heads, dim), *write(layer, k, v)
+        return store
+
+    def run_layers(self, x: torch.Tensor, store: Store, attend: Attend, ops: LayerOps | FusedLayerOps,
+                   layers: list[tuple] | None = None) -> torch.Tensor:
+        """The decoder stack over rows x [R, H], a layer's elementwise work on ``ops``; ``store(layer, projected)``
+        rotates the layer's queries and keys and writes its keys and values to the cache (``Store``), and
+        ``attend(layer, q, keys, values)`` attends with the rows' queries q [R, heads, head_dim] (``Attend``). The
+        residual of each half is added by the norm after it where ``ops`` fuse the two (``FusedLayerOps``), else
+        by the linear that ends the half (natively as it stores, on the native path). ``layers``: in place of
+        ``self.layers`` (the same weights on other linear paths). Returns [R, H]."""
+        rows, eps, q_size = x.shape[0], self.eps, self.heads * self.head_dim
+        layers = layers or self.layers
+        add_rms_norm = getattr(ops, "add_rms_norm", None)
+
+        def add_then_norm(x: torch.Tensor, linear: PlannedLinear, inputs: torch.Tensor,
+                          weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            """x + linear(inputs) and its RMSNorm by weight: (the new residual stream, its norm), each [R, H]."""
+            if add_rms_norm is not None:
+                return add_rms_norm(x, linear(inputs), weight, eps)
+            x = linear(inputs, residual=x)
+            return x, ops.rms_norm(x, weight, eps)
+        norms_after = [layer[0] for layer in layers[1:]] + [self.norm]  # the norm after each layer's residual
+        normed = ops.rms_norm(x, layers[0][0], eps)
+        for index, ((_, qkv, out, norm_post, gate_up, down), norm_next) in enumerate(zip(layers, norms_after)):
+            q, keys, values = store(index, qkv(normed))
+            attended = attend(index, q, keys, values)
+            x, normed = add_then_norm(x, out, attended.reshape(rows, q_size), norm_post)
+            x, normed = add_then_norm(x, down, ops.silu_mul(gate_up(normed)), norm_next)
+        return normed
 
     def sdpa(self, allowed: torch.Tensor, fold_groups: bool = False) -> Attend:
         """Rows attend by SDPA under allowed [R, K] bool. ``fold_groups``: the G query heads that share a
         key/value head become G x R rows of one call per key/value head, under the mask repeated G times
-        (built once here), so SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the
+        (built once here, additive: 0 where allowed, -inf elsewhere, in the model's dtype, the mask SDPA
+        would make of the boolean one at every call), so SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the
         CUDA path); else ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
         groups, dim = self.heads // self.kv_heads, self.head_dim
         mask = allowed.to(self.device)
-        mask = (mask.repeat(groups, 1) if fold_groups else mask)[None, None]
+        if fold_groups:  # additive, once a pass: SDPA turns a boolean mask into it itself, at each layer's call
+            mask = torch.zeros(mask.shape, dtype=self.dtype, device=self.device).masked_fill_(
+                ~mask, float("-inf")).repeat(groups, 1)
+        mask = mask[None, None]
 
         def attend(layer: int, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
             rows = q.shape[0]

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
 from .kernel_plan import TRITON, PlannedLinear
-from .lean_llama import Attend, LayerOps, LeanLlama, TorchOps
+from .lean_llama import Attend, FusedLayerOps, LayerOps, LeanLlama, Store, TorchOps
 from .static_kv import StaticKV
 from .transformers_forward import TransformersForward
 
@@ -129,11 +130,18 @@ def staged_bytes(bucket: int, capacity: int) -> int:
     return 16 * bucket + bucket * capacity
 
 
+def host_array(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a numpy array (a view of a CPU tensor's memory)."""
+    return (tensor if tensor.device.type == "cpu" else tensor.cpu()).numpy()
+
+
 @dataclass
 class PassBuffers:
     """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K.
     ``staged`` [staged_bytes(B, K)] uint8 on the device holds positions, slots and allowed
-    (``staged_views``: what the pass reads); ``host`` is its mirror on the host, filled by a pass."""
+    (``staged_views``: what the pass reads); ``host`` is its mirror on the host, filled by a pass through
+    ``host_arrays``, numpy views of it laid out as ``staged_views`` (numpy's writes cost a fraction of torch's
+    dispatch, and a pass writes ~10 of them before its replay)."""
 
     embeds: torch.Tensor  # [B, H]
     staged: torch.Tensor  # device bytes: positions [B] long, slots [B] long, allowed [B, K] bool
@@ -142,6 +150,7 @@ class PassBuffers:
     hidden: torch.Tensor | None = None  # [B, H], the output (the recorded pass's, once recorded)
     recorded: Recorded | None = None
     sent: torch.cuda.Event | None = None  # on CUDA: recorded after the last copy of ``host`` to ``staged``
+    host_arrays: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False)  # positions, slots, allowed
 
     @classmethod
     def make(cls, bucket: int, capacity: int, hidden_size: int, dtype: torch.dtype,
@@ -151,9 +160,15 @@ class PassBuffers:
                    torch.zeros(size, dtype=torch.uint8, device=device),
                    torch.zeros(size, dtype=torch.uint8, pin_memory=device.type == "cuda"), capacity)
 
-    def views(self, on_host: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(positions, slots, allowed) on the device, or of the host mirror."""
-        return staged_views(self.host if on_host else self.staged, self.embeds.shape[0], self.capacity)
+    def __post_init__(self):
+        bucket, host = self.embeds.shape[0], self.host.numpy()
+        longs = host[:16 * bucket].view(np.int64)
+        self.host_arrays = longs[:bucket], longs[bucket:], host[16 * bucket:].view(np.bool_).reshape(bucket,
+                                                                                                   self.capacity)
+
+    def views(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(positions, slots, allowed) on the device."""
+        return staged_views(self.staged, self.embeds.shape[0], self.capacity)
 
     def fill(self, length: int, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> None:
         """Stage a pass of R rows whose cache slots start at ``length`` and send it: padding rows get
@@ -162,13 +177,13 @@ class PassBuffers:
         rows, bucket = embeds.shape[0], self.embeds.shape[0]
         if self.sent is not None:  # the last pass's copy may still be reading the host buffer
             self.sent.synchronize()
-        host_positions, host_slots, host_allowed = self.views(on_host=True)
-        host_positions[:rows] = positions
+        host_positions, host_slots, host_allowed = self.host_arrays
+        host_positions[:rows] = host_array(positions)
         host_positions[rows:] = 0
-        host_slots.copy_(torch.arange(length, length + bucket))
-        host_allowed.zero_()
-        host_allowed[:rows, :allowed.shape[1]] = allowed
-        padding = torch.arange(rows, bucket)
+        host_slots[:] = np.arange(length, length + bucket)
+        host_allowed[:] = False
+        host_allowed[:rows, :allowed.shape[1]] = host_array(allowed)
+        padding = np.arange(rows, bucket)
         host_allowed[padding, length + padding] = True
         self.staged.copy_(self.host, non_blocking=True)
         if self.staged.is_cuda:
@@ -201,7 +216,7 @@ class PaddedLean:
         self.exact_rows = way.exact_rows
         self.buckets = (way.invariant_rows,) if way.invariant_rows else ROW_BUCKETS
         self.logit_rows, self.logit_head = way.invariant_rows, None
-        self.ops: LayerOps = TorchOps
+        self.ops: LayerOps | FusedLayerOps = TorchOps
         self.layers = lean.layers
         if way.layer_kernels:  # Triton: only where a runtime asks for its kernels
             from . import triton_layer
@@ -301,10 +316,21 @@ class PaddedLean:
     def _run(self, buffers: PassBuffers, cache: StaticKV) -> torch.Tensor:
         """The padded pass on the buffers: [B, H]."""
         positions, slots, allowed = buffers.views()
+        return self.lean.run_layers(buffers.embeds, self._store(cache, positions, slots), self._attention(allowed),
+                                    self.ops, self.layers)
 
-        def write(layer, keys, values):
-            return cache.write_at(layer, slots, keys, values)
-        return self.lean.run_layers(buffers.embeds, positions, write, self._attention(allowed), self.ops, self.layers)
+    def _store(self, cache: StaticKV, positions: torch.Tensor, slots: torch.Tensor) -> Store:
+        """The pass's rotary and cache write for rows at ``positions`` [B] into ``slots`` [B]: one kernel a layer
+        where the layer ops have it (triton_layer.rotate_store), else rotary and then the cache's ``write_at``."""
+        lean, rotate_store = self.lean, getattr(self.ops, "rotate_store", None)
+        if rotate_store is None:
+            return lean.rotated_store(positions, lambda layer, k, v: cache.write_at(layer, slots, k, v), self.ops)
+
+        def store(layer: int, projected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            keys, values = cache.buffers(layer)
+            return rotate_store(projected, lean.heads, lean.cos, lean.sin, positions, slots, keys, values), \
+                keys[None], values[None]
+        return store
 
     def _attention(self, allowed: torch.Tensor) -> Attend:
         """How the rows of a pass under allowed [B, K] attend: in logical order (``exact_rows``; the order table

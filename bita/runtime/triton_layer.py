@@ -1,13 +1,17 @@
-"""A layer's elementwise work on a GPU, one Triton kernel each (``LayerOps``, lean_llama.py): RMSNorm, rotary in
-place, SiLU(gate) x up. native_layer.c's counterpart: transformers' torch operations take ~25 kernels a layer
-for these (casts, powers, means, negations, concatenations), each a launch even in a CUDA graph; here 4.
+"""A layer's elementwise work on a GPU in Triton kernels (``FusedLayerOps``, lean_llama.py): RMSNorm, the
+residual's add with the norm after it, rotary with the cache write, SiLU(gate) x up. native_layer.c's
+counterpart: transformers' torch operations take ~25 kernels a layer for these (casts, powers, means,
+negations, concatenations, the residual adds, the cache's copies), each a launch even in a CUDA graph; here 4:
+``add_rms_norm`` twice (the residual of each half, then the norm that follows it), ``rotate_store`` (queries
+rotated in place, keys rotated and values copied into the cache at the rows' slots, the rotary table read at
+the rows' positions) and ``silu_mul``.
 
-Each program works within one row (RMSNorm: the row's whole width in one block; rotary: one head of a row;
+Each program works within one row (a norm: the row's whole width in one block; rotary: one head of a row;
 SiLU x up: a block of a row's columns), so a row's result depends only on the row: row-invariant by
 construction, whatever the pass's rows. Values are rounded to the tensor's dtype where transformers' torch
-operations store theirs (the normalised row before the weight, each product and the sum of rotary, SiLU before
-the product), so bf16 results stay within a rounding of transformers' (float32 sums may round in another order
-than torch's mean).
+operations store theirs (the residual's sum, the normalised row before the weight, each product and the sum
+of rotary, SiLU before the product), so bf16 results stay within a rounding of transformers' (float32 sums may
+round in another order than torch's mean), and the fused kernels give the bits of the steps they fuse.
 
 Run on a CPU under Triton's interpreter in the tests (tests/runtime/test_triton_layer.py).
 """
@@ -32,14 +36,21 @@ def rounded(x, dtype: tl.constexpr):
 
 
 @triton.jit
+def normalised(x, weight_ptr, column, inside, width, eps, dtype: tl.constexpr):
+    """LlamaRMSNorm of one row x [BLOCK] float32 (zero past ``width``) by the weight at ``weight_ptr``, in dtype."""
+    scale = 1.0 / tl.sqrt(tl.sum(x * x, 0) / width + eps)
+    normed = rounded(x * scale, dtype).to(tl.float32)
+    weight = tl.load(weight_ptr + column, mask=inside, other=0.0).to(tl.float32)
+    return rounded(weight * normed, dtype)
+
+
+@triton.jit
 def _rms_norm(x_ptr, weight_ptr, out_ptr, width, x_row, eps, BLOCK: tl.constexpr):
     row, column = tl.program_id(0), tl.arange(0, BLOCK)
     inside = column < width
     x = tl.load(x_ptr + row * x_row + column, mask=inside, other=0.0).to(tl.float32)
-    scale = 1.0 / tl.sqrt(tl.sum(x * x, 0) / width + eps)
-    normed = rounded(x * scale, out_ptr.dtype.element_ty).to(tl.float32)
-    weight = tl.load(weight_ptr + column, mask=inside, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * width + column, rounded(weight * normed, out_ptr.dtype.element_ty), mask=inside)
+    tl.store(out_ptr + row * width + column,
+             normalised(x, weight_ptr, column, inside, width, eps, out_ptr.dtype.element_ty), mask=inside)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -52,28 +63,75 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 @triton.jit
-def _rotate(x_ptr, cos_ptr, sin_ptr, x_row, x_head, HALF: tl.constexpr):
+def _add_rms_norm(residual_ptr, x_ptr, weight_ptr, sum_ptr, out_ptr, width, eps, BLOCK: tl.constexpr):
+    row, column = tl.program_id(0), tl.arange(0, BLOCK)
+    inside = column < width
+    at = row * width + column
+    dtype = out_ptr.dtype.element_ty
+    total = rounded(tl.load(residual_ptr + at, mask=inside, other=0.0).to(tl.float32)
+                    + tl.load(x_ptr + at, mask=inside, other=0.0).to(tl.float32), dtype)
+    tl.store(sum_ptr + at, total, mask=inside)
+    tl.store(out_ptr + at, normalised(total.to(tl.float32), weight_ptr, column, inside, width, eps, dtype), mask=inside)
+
+
+def add_rms_norm(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """residual + x (both [R, H] contiguous) and its LlamaRMSNorm by weight [H], one kernel: (sum, normed), each
+    [R, H] in x's dtype, the sum rounded to it before the norm reads it (transformers' ``residual + out``, then the
+    next norm)."""
+    rows, width = x.shape
+    total, out = (torch.empty(rows, width, dtype=x.dtype, device=x.device) for _ in range(2))
+    _add_rms_norm[(rows,)](residual, x, weight, total, out, width, eps, BLOCK=triton.next_power_of_2(width))
+    return total, out
+
+
+@triton.jit
+def _rotate_store(qkv_ptr, cos_ptr, sin_ptr, positions_ptr, slots_ptr, keys_ptr, values_ptr, qkv_row, kv_head,
+                  kv_slot, HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HALF: tl.constexpr):
+    """One program: head ``program_id(1)`` of row ``program_id(0)``: a query head rotated in place, a key head
+    rotated into the key buffer, a value head copied into the value buffer, at the row's slot."""
     row, head, column = tl.program_id(0), tl.program_id(1), tl.arange(0, HALF)
-    at = x_ptr + row * x_row + head * x_head + column
-    first, second = tl.load(at).to(tl.float32), tl.load(at + HALF).to(tl.float32)
-    dtype = x_ptr.dtype.element_ty
-    cos_first = tl.load(cos_ptr + row * 2 * HALF + column).to(tl.float32)
-    cos_second = tl.load(cos_ptr + row * 2 * HALF + HALF + column).to(tl.float32)
-    sin_first = tl.load(sin_ptr + row * 2 * HALF + column).to(tl.float32)
-    sin_second = tl.load(sin_ptr + row * 2 * HALF + HALF + column).to(tl.float32)
-    # x cos + rotate_half(x) sin, rotate_half(x) = (-second, first); each product and the sum rounded
-    new_first = rounded(first * cos_first, dtype).to(tl.float32) + rounded(-second * sin_first, dtype).to(tl.float32)
-    new_second = rounded(second * cos_second, dtype).to(tl.float32) + rounded(first * sin_second, dtype).to(tl.float32)
-    tl.store(at, rounded(new_first, dtype))
-    tl.store(at + HALF, rounded(new_second, dtype))
+    at = qkv_ptr + row * qkv_row + head * 2 * HALF + column
+    first, second = tl.load(at), tl.load(at + HALF)
+    slot = tl.load(slots_ptr + row)
+    if head < HEADS + KV_HEADS:
+        x_first, x_second = first.to(tl.float32), second.to(tl.float32)
+        dtype = qkv_ptr.dtype.element_ty
+        table = tl.load(positions_ptr + row) * 2 * HALF + column
+        cos_first, cos_second = tl.load(cos_ptr + table).to(tl.float32), tl.load(cos_ptr + table + HALF).to(tl.float32)
+        sin_first, sin_second = tl.load(sin_ptr + table).to(tl.float32), tl.load(sin_ptr + table + HALF).to(tl.float32)
+        # x cos + rotate_half(x) sin, rotate_half(x) = (-second, first); each product and the sum rounded
+        new_first = rounded(rounded(x_first * cos_first, dtype).to(tl.float32)
+                            + rounded(-x_second * sin_first, dtype).to(tl.float32), dtype)
+        new_second = rounded(rounded(x_second * cos_second, dtype).to(tl.float32)
+                             + rounded(x_first * sin_second, dtype).to(tl.float32), dtype)
+        if head < HEADS:
+            tl.store(at, new_first)
+            tl.store(at + HALF, new_second)
+        else:
+            into = keys_ptr + (head - HEADS) * kv_head + slot * kv_slot + column
+            tl.store(into, new_first)
+            tl.store(into + HALF, new_second)
+    else:
+        into = values_ptr + (head - HEADS - KV_HEADS) * kv_head + slot * kv_slot + column
+        tl.store(into, first)
+        tl.store(into + HALF, second)
 
 
-def rotate_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding in place on x [R, heads, D] (heads D apart, rows ``x.stride(0)`` apart; D a power of two
-    times 2), by cos, sin [R, D] contiguous (each row's position). Returns x."""
-    rows, heads, dim = x.shape
-    _rotate[(rows, heads)](x, cos, sin, x.stride(0), x.stride(1), HALF=dim // 2)
-    return x
+def rotate_store(projected: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                 slots: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """A layer's rotary and cache write, one kernel. projected [R, (heads + 2 kv_heads) D] (queries, keys, values;
+    rows ``projected.stride(0)`` apart, the last dimension contiguous); cos, sin [T, D] the rotary tables
+    (contiguous), positions [R] the rows' positions in them; slots [R] the rows' cache slots in keys, values
+    [kv_heads, K, D] (a layer's buffers, D apart). The queries are rotated in place, the keys rotated into
+    ``keys`` and the values copied into ``values``, at the rows' slots. Returns the queries [R, heads, D], a
+    view of ``projected``."""
+    rows, dim = projected.shape[0], keys.shape[-1]
+    kv_heads = keys.shape[0]
+    _rotate_store[(rows, heads + 2 * kv_heads)](projected, cos, sin, positions, slots, keys, values, projected.stride(0),
+                                                keys.stride(0), keys.stride(1), HEADS=heads, KV_HEADS=kv_heads,
+                                                HALF=dim // 2)
+    return projected[:, :heads * dim].view(rows, heads, dim)
 
 
 @triton.jit

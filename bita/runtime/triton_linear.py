@@ -7,8 +7,8 @@ program, the reduction in blocks of ``BLOCK_IN`` inputs, one after the other, ea
 values, no TF32, accumulating in float32: bf16 products are exact in float32, and Triton's interpreter, which
 tests this kernel, has no bf16 products), so an output's sum runs the same steps whatever the row count and
 wherever its row sits: a row's result depends on the row and the weight alone (the fixed-tile approach of
-batch-invariant matmuls). A bias is added to the float32 sum (as cuBLAS's epilogue adds it), a residual after
-the product is rounded to the dtype (transformers' ``x + out(...)``).
+batch-invariant matmuls). A bias is added to the float32 sum (as cuBLAS's epilogue adds it); a residual is
+added by the norm after the product (triton_layer.add_rms_norm).
 
 Tested under Triton's interpreter (tests/runtime/test_triton_linear.py) and compiled for sm_90 and sm_80
 without a GPU (tests/runtime/test_triton_compile.py).
@@ -26,9 +26,8 @@ BLOCK_ROWS, BLOCK_OUT, BLOCK_IN = 16, 64, 64
 
 
 @triton.jit(do_not_specialize=["rows"])  # one compiled kernel for every row count (the LM head's vary a pass)
-def _linear(x_ptr, weight_ptr, bias_ptr, residual_ptr, out_ptr, rows, outs, ins, x_row,
-            HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ROWS: tl.constexpr, OUTS: tl.constexpr,
-            INS: tl.constexpr):
+def _linear(x_ptr, weight_ptr, bias_ptr, out_ptr, rows, outs, ins, x_row,
+            HAS_BIAS: tl.constexpr, ROWS: tl.constexpr, OUTS: tl.constexpr, INS: tl.constexpr):
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     out = tl.program_id(1) * OUTS + tl.arange(0, OUTS)
     row_inside, out_inside = row < rows, out < outs
@@ -44,25 +43,18 @@ def _linear(x_ptr, weight_ptr, bias_ptr, residual_ptr, out_ptr, rows, outs, ins,
     dtype = out_ptr.dtype.element_ty
     if HAS_BIAS:
         total += tl.load(bias_ptr + out, mask=out_inside, other=0.0).to(tl.float32)[None, :]
-    result = rounded(total, dtype)
-    at = row[:, None] * outs + out[None, :]
-    inside = row_inside[:, None] & out_inside[None, :]
-    if HAS_RESIDUAL:
-        result = rounded(tl.load(residual_ptr + at, mask=inside, other=0.0).to(tl.float32) + result.to(tl.float32),
-                         dtype)
-    tl.store(out_ptr + at, result, mask=inside)
+    tl.store(out_ptr + row[:, None] * outs + out[None, :], rounded(total, dtype),
+             mask=row_inside[:, None] & out_inside[None, :])
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           residual: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., in] (the last dimension contiguous) -> [..., out] = x W^T (+ bias) (+ ``residual``, contiguous, the
-    output's shape), W = ``weight`` [out, in] contiguous, in x's dtype."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., in] (the last dimension contiguous) -> [..., out] = x W^T (+ bias), W = ``weight`` [out, in]
+    contiguous, in x's dtype."""
     flat = x.reshape(-1, x.shape[-1])
     rows, (outs, ins) = flat.shape[0], weight.shape
     out = torch.empty(rows, outs, dtype=x.dtype, device=x.device)
     if rows:
         _linear[(triton.cdiv(rows, BLOCK_ROWS), triton.cdiv(outs, BLOCK_OUT))](
-            flat, weight, bias if bias is not None else weight, residual if residual is not None else out, out,
-            rows, outs, ins, flat.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
-            ROWS=BLOCK_ROWS, OUTS=BLOCK_OUT, INS=BLOCK_IN)
+            flat, weight, bias if bias is not None else weight, out, rows, outs, ins, flat.stride(0),
+            HAS_BIAS=bias is not None, ROWS=BLOCK_ROWS, OUTS=BLOCK_OUT, INS=BLOCK_IN)
     return out.view(*x.shape[:-1], outs)

@@ -236,8 +236,11 @@ def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
     calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
+    masks = []
+
     def spy(q, k, v, **kwargs):
         calls.append((tuple(q.shape), tuple(kwargs["attn_mask"].shape), kwargs.get("enable_gqa", False)))
+        masks.append(kwargs["attn_mask"])
         return sdpa(q, k, v, **kwargs)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
@@ -248,6 +251,11 @@ def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
     padded.forward(cache, embeds, torch.arange(3), allowed)  # padded to the 4-row bucket
     layers, head_dim = model.config.num_hidden_layers, padded.lean.head_dim
     assert calls == [((1, 2, 2 * 4, head_dim), (1, 1, 2 * 4, cache.capacity), False)] * layers
+    mask = masks[0]  # one additive mask a pass, SDPA's own conversion of the boolean one
+    assert all(other is mask for other in masks) and mask.dtype == model.dtype
+    seen = torch.zeros(4, cache.capacity, dtype=torch.bool)
+    seen[:3, :3], seen[3, 3] = allowed, True  # the padding row sees its own slot
+    assert torch.equal(mask[0, 0], torch.where(seen, 0.0, float("-inf")).repeat(2, 1).to(mask.dtype))
     calls.clear()
     lean = LeanLlama(model)
     lean.forward(lean.new_cache(), embeds, torch.arange(3), allowed, 3)
@@ -268,7 +276,7 @@ def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
     assert mask[:2, :4].equal(allowed) and not mask[:2, 4:].any()
     assert [row.nonzero().flatten().tolist() for row in mask[2:]] == [[4], [5]]
     assert buffers.embeds[:2].eq(1).all() and buffers.embeds[2:].eq(0).all()
-    assert all(a.equal(b) for a, b in zip(buffers.views(on_host=True), buffers.views()))
+    assert all(torch.from_numpy(a).equal(b) for a, b in zip(buffers.host_arrays, buffers.views()))
 
 
 def test_a_pass_waits_for_the_last_copy_of_its_host_buffer_before_rewriting_it():
@@ -284,7 +292,7 @@ def test_a_pass_waits_for_the_last_copy_of_its_host_buffer_before_rewriting_it()
     class CopyInFlight:
         @staticmethod
         def synchronize():
-            host_positions_when_waited.append(buffers.views(on_host=True)[0].tolist())
+            host_positions_when_waited.append(buffers.host_arrays[0].tolist())
     buffers.sent = CopyInFlight()
     buffers.fill(1, torch.ones(1, 3), torch.tensor([6]), torch.ones(1, 2, dtype=torch.bool))
     assert host_positions_when_waited == [[5, 0]] and buffers.views()[0].tolist() == [6, 0]

@@ -33,15 +33,20 @@ def compile_kernels(dtype: str, capability: int) -> list[str]:
         triton_layer._rms_norm: (
             {"x_ptr": f"*{dtype}", "weight_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "width": index, "x_row": index,
              "eps": scalar}, {"BLOCK": 1024}),
-        triton_layer._rotate: (
-            {"x_ptr": f"*{dtype}", "cos_ptr": f"*{dtype}", "sin_ptr": f"*{dtype}", "x_row": index, "x_head": index},
-            {"HALF": 32}),
+        triton_layer._add_rms_norm: (
+            {**dict.fromkeys(("residual_ptr", "x_ptr", "weight_ptr", "sum_ptr", "out_ptr"), f"*{dtype}"),
+             "width": index, "eps": scalar}, {"BLOCK": 1024}),
+        triton_layer._rotate_store: (
+            {"qkv_ptr": f"*{dtype}", "cos_ptr": f"*{dtype}", "sin_ptr": f"*{dtype}", "positions_ptr": "*i64",
+             "slots_ptr": "*i64", "keys_ptr": f"*{dtype}", "values_ptr": f"*{dtype}",
+             **dict.fromkeys(("qkv_row", "kv_head", "kv_slot"), index)},
+            {"HEADS": 9, "KV_HEADS": 3, "HALF": 32}),
         triton_layer._silu_mul: (
             {"gate_up_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "width": index}, {"BLOCK": triton_layer.SILU_BLOCK}),
         triton_linear._linear: (
-            {**dict.fromkeys(("x_ptr", "weight_ptr", "bias_ptr", "residual_ptr", "out_ptr"), f"*{dtype}"),
+            {**dict.fromkeys(("x_ptr", "weight_ptr", "bias_ptr", "out_ptr"), f"*{dtype}"),
              **dict.fromkeys(("rows", "outs", "ins", "x_row"), index)},
-            {"HAS_BIAS": True, "HAS_RESIDUAL": True, "ROWS": triton_linear.BLOCK_ROWS,
+            {"HAS_BIAS": True, "ROWS": triton_linear.BLOCK_ROWS,
              "OUTS": triton_linear.BLOCK_OUT, "INS": triton_linear.BLOCK_IN}),
         walk_kernel._decide: (  # dtype-free: token ids and tree tensors
             {"chosen_ptr": "*i64", "tokens_ptr": "*i64",
@@ -64,7 +69,8 @@ def test_every_kernel_compiles_to_gpu_machine_code(dtype, capability):
     done = subprocess.run([sys.executable, __file__, dtype, str(capability)], capture_output=True, text=True,
                           env={**environment, "PYTHONPATH": path, "TRITON_DEFAULT_FP_FUSION": "1"}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["_attend", "_rms_norm", "_rotate", "_silu_mul", "_linear", "_decide"]
+    assert done.stdout.split() == ["_attend", "_rms_norm", "_add_rms_norm", "_rotate_store", "_silu_mul", "_linear",
+                                    "_decide"]
 
 
 if __name__ == "__main__":  # python this_file.py DTYPE CAPABILITY

@@ -44,17 +44,38 @@ def test_rms_norm_on_rows_apart(dtype):
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
-def test_rotary_in_place_on_queries_and_keys_of_a_projection(dtype):
-    """x: the first 6 heads of 7 in a projection's rows (keys and queries; the values after them untouched)."""
-    rows, heads, dim = 4, 6, 16
-    projected = random(rows, 7 * dim, dtype=dtype)
-    angles = random(rows, dim, dtype=torch.float32, seed=2)
+def test_the_residuals_add_and_the_norm_after_it_give_the_bits_of_the_two_steps(dtype):
+    """One kernel for transformers' ``residual + out`` then the next RMSNorm: the sum rounded to the dtype, then
+    normed as rms_norm norms it; a row's bits the same alone."""
+    residual, x, weight = random(5, 72, dtype=dtype), random(5, 72, dtype=dtype, seed=1), random(72, dtype=dtype, seed=2)
+    total, normed = triton_layer.add_rms_norm(residual, x, weight, 1e-5)
+    assert torch.equal(total, residual + x)
+    assert torch.equal(normed, triton_layer.rms_norm(residual + x, weight, 1e-5))
+    alone = triton_layer.add_rms_norm(residual[2:3].clone(), x[2:3].clone(), weight, 1e-5)
+    assert torch.equal(alone[0][0], total[2]) and torch.equal(alone[1][0], normed[2])
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES))
+def test_rotary_and_the_cache_write_give_the_bits_of_torchs_rotary_and_copies(dtype):
+    """A projection's rows (3 query heads, 2 key/value heads, rows 8 columns apart past them) at positions read in
+    the rotary table, written at scattered slots of a layer's buffers: queries rotated in place as
+    TorchOps.rotate_ rotates them, keys rotated into the key buffer, values copied, every other slot untouched."""
+    rows, heads, kv_heads, dim = 4, 3, 2, 16
+    width = (heads + 2 * kv_heads) * dim
+    projected = random(rows, width + 8, dtype=dtype)[:, :width]
+    angles = random(50, dim, dtype=torch.float32, seed=2)
     cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
-    expected = TorchOps.rotate_(projected[:, :heads * dim].clone().view(rows, heads, dim), cos, sin)
-    values = projected[:, heads * dim:].clone()
-    out = triton_layer.rotate_(projected[:, :heads * dim].view(rows, heads, dim), cos, sin)
-    assert out.data_ptr() == projected.data_ptr() and torch.equal(projected[:, heads * dim:], values)
-    assert torch.equal(out, expected)  # the same products and sum, rounded where transformers rounds them
+    positions, slots = torch.tensor([7, 8, 30, 49]), torch.tensor([3, 9, 4, 0])
+    keys, values = random(kv_heads, 12, dim, dtype=dtype, seed=3), random(kv_heads, 12, dim, dtype=dtype, seed=4)
+    expected = TorchOps.rotate_(projected.clone().view(rows, heads + 2 * kv_heads, dim)[:, :heads + kv_heads],
+                                cos[positions], sin[positions])
+    expected_keys, expected_values = keys.clone(), values.clone()
+    expected_keys[:, slots] = expected[:, heads:].transpose(0, 1)
+    expected_values[:, slots] = projected[:, (heads + kv_heads) * dim:].reshape(rows, kv_heads, dim).transpose(0, 1)
+    queries = triton_layer.rotate_store(projected, heads, cos, sin, positions, slots, keys, values)
+    assert queries.data_ptr() == projected.data_ptr() and queries.shape == (rows, heads, dim)
+    assert torch.equal(queries, expected[:, :heads])  # the same products and sum, rounded where transformers rounds
+    assert torch.equal(keys, expected_keys) and torch.equal(values, expected_values)
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
