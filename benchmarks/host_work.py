@@ -1,7 +1,9 @@
 """Host work a BiTA step, and what overlapping passes hides of it: on the default model with the shipped adapter and
 ``--tree auto``, over the first MT-Bench first turns, greedy, each prompt run in turn by our AR loop, by BiTA with its
 passes in turn and by BiTA overlapped (``Decoding.overlap``: pass k + 1 launched before pass k's record is built, the
-default on a GPU), then where a step's time goes (cProfile of the overlapped runs, milliseconds a step).
+default on a GPU), then where a step's time goes (cProfile of the overlapped runs, milliseconds a step) and, on a GPU,
+how long the device waits for the host a step (torch's profiler: the gaps of ``IDLE_GAP_US`` or more between device
+work, the host work a step exposes; shorter gaps are the launches inside a CUDA graph).
 
     PYTHONPATH=. .venv/bin/python benchmarks/host_work.py [--prompts 6] [--tokens 96] [--device auto] [--model M]
         [--dtype auto] [--prompts-file F.jsonl]   (F: prompts as `bench --prompts` reads them; default MT-Bench)
@@ -31,6 +33,8 @@ from bita.plan.costs import quartiles
 from bita.plan.tree_plan import plan_tree
 from bita.runtime.device import describe_device, synchronize
 
+IDLE_GAP_US = 20  # a gap between device work this long or longer waits for the host
+
 STEP_FUNCTIONS = ("launch_pass", "settle_pass", "pass_record", "forward_layout", "pass_logits", "queue_judgement",
                   "read", "walk_on_host", "queue_walk", "drafts_from", "verify_greedy", "draft_candidates",
                   "build_trie", "allowed_keys", "tree_record", "keep", "propose", "extend", "take", "decode_layout",
@@ -43,6 +47,39 @@ def spread(values: list[float]) -> str:
     """'median (25th-75th percentile)'."""
     low, high = quartiles(values)
     return f"{statistics.median(values):.3f} ({low:.3f}-{high:.3f})"
+
+
+def idle_gaps(spans: list[tuple[float, float]], shortest: float = IDLE_GAP_US) -> list[float]:
+    """The gaps (us) of at least ``shortest`` between device work given as (start, end) spans in us, in any order and
+    overlapping (concurrent kernels, copies beside kernels)."""
+    gaps, reached = [], None
+    for start, end in sorted(spans):
+        if reached is not None and start - reached >= shortest:
+            gaps.append(start - reached)
+        reached = end if reached is None else max(reached, end)
+    return gaps
+
+
+def device_idle(runs: dict, prompts: list, device) -> None:
+    """On a GPU: each run's device idle time a step, from torch's profiler over one pass of every prompt."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if device.type != "cuda":
+        print("\nDevice idle a step: measured on a GPU only (a CPU's passes run on the host)")
+        return
+    print(f"\nDevice idle a step (gaps of {IDLE_GAP_US} us or more between device work, torch's profiler; in turn the "
+          "record's host work is among them, overlapped it should not be)\n")
+    print("| run | steps | ms idle a step | gaps a step | median gap, us (25th-75th) |\n|---|---:|---:|---:|---:|")
+    for name, run in runs.items():
+        with profile(activities=[ProfilerActivity.CUDA]) as trace:
+            steps = sum(1 for ids in prompts for record in run(ids) if record.kind != "prefill")
+            torch.cuda.synchronize()
+        gaps = idle_gaps([(event.time_range.start, event.time_range.end) for event in trace.events()
+                          if event.device_type == torch.autograd.DeviceType.CUDA])
+        low, high = quartiles(gaps) if gaps else (0.0, 0.0)
+        print(f"| {name} | {steps} | {sum(gaps) / 1000 / steps:.3f} | {len(gaps) / steps:.2f} | "
+              f"{statistics.median(gaps) if gaps else 0:.0f} ({low:.0f}-{high:.0f}) |")
 
 
 def main() -> None:
@@ -116,6 +153,7 @@ def main() -> None:
     for (file, line, name), (_, calls, own, _, _) in sorted(stats.items(), key=lambda item: -item[1][2])[:20]:
         print(f"| `{file.split('site-packages/')[-1].split('bita/')[-1]}:{line}` {name} | {calls} | "
               f"{1000 * own / len(profiled):.3f} |")
+    device_idle(runs, prompts, loaded.device)
 
 
 if __name__ == "__main__":
