@@ -56,7 +56,7 @@ step() {
 }
 step inv 70 python3 .gpu/c/invariance_check.py --model $G --dtype bfloat16
 step syncs 60 python3 -m pytest -q -p no:cacheprovider tests/decode/test_overlap.py -k gpu
-step kernels 40 python3 benchmarks/gpu/pass_kernels.py --layers 4
+step kernels 60 python3 benchmarks/gpu/pass_kernels.py --layers 4
 step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --max-new-tokens $TOK --methods $M16 --json-out $R/mt80-16.json --markdown $R/mt80-16.md
 step app 150 python3 benchmarks/gpu/app_race.py --model $G --device cuda --dtype bfloat16 --prompts-file $P --prompts 8 --max-new-tokens $TOK --deadline 140 --out $R/app
 step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P
