@@ -180,8 +180,8 @@ class Runtime:
             return output_logits(self.model, hidden, head)
         flat = hidden.reshape(-1, hidden.shape[-1])
         padded = torch.nn.functional.pad(flat, (0, 0, 0, -len(flat) % rows))
-        logits = torch.cat([output_logits(self.model, padded[first:first + rows], head)
-                            for first in range(0, len(padded), rows)])
+        chunks = [output_logits(self.model, padded[first:first + rows], head) for first in range(0, len(padded), rows)]
+        logits = chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # a decoding pass's: one chunk, no copy
         return logits[:len(flat)].view(*hidden.shape[:-1], -1)
 
     def fastest(self) -> Runtime:
