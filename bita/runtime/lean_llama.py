@@ -5,11 +5,12 @@ transformers' modeling code costs about a fifth of a pass on a 2-vCPU CPU (docs/
 it does for these architectures, gpt-fast style: QKV and gate/up fused once, one layer loop
 (``run_layers``) whose elementwise work (RMSNorm, rotary, SiLU x up) runs on ``LayerOps``: transformers'
 own operations in its order (``TorchOps``) or native.py's kernels on a CPU, or triton_layer.py's fused kernels
-on a GPU (``FusedLayerOps``: each residual added by the norm after it, rotary with the cache write), and whose attention is the caller's; keys and values written in place into a
-``StaticKV`` (no concatenation, no crop; its buffers pooled across requests), SDPA with
-``enable_gqa`` under a boolean mask (on CUDA the query groups folded into rows instead), and each
-linear on the one path the machine's kernel plan chose (kernel_plan.py); a pass's token rows attend by
-``exact_attention``, so that a row computes the same bits whatever else its pass holds.
+on a GPU (``FusedLayerOps``: each residual added by the norm after it, rotary with the cache write), and whose
+attention is the caller's; keys and values written in place into a ``StaticKV`` (no concatenation, no crop;
+its buffers pooled across requests), SDPA with ``enable_gqa`` under a boolean mask (on CUDA the query groups
+folded into rows instead), and each linear on the one path the machine's kernel plan chose (kernel_plan.py); a
+pass's token rows attend by ``exact_attention``, so that a row computes the same bits whatever else its pass
+holds.
 
 A runtime (runtime.py, chosen at load by build.py) runs its passes here where ``lean_unsupported`` finds
 nothing against it: on a CPU as they come, on a CUDA device at padded row buckets replayed as CUDA
@@ -303,8 +304,8 @@ class LeanLlama:
         """Rows attend by SDPA under allowed [R, K] bool. ``fold_groups``: the G query heads that share a
         key/value head become G x R rows of one call per key/value head, under the mask repeated G times
         (built once here, additive: 0 where allowed, -inf elsewhere, in the model's dtype, the mask SDPA
-        would make of the boolean one at every call), so SDPA needs no ``enable_gqa``, which no fused backend takes with a mask (the
-        CUDA path); else ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
+        would make of the boolean one at every call), so SDPA needs no ``enable_gqa``, which no fused backend
+        takes with a mask (the CUDA path); else ``enable_gqa`` (the CPU path, bit-identical to transformers' there)."""
         groups, dim = self.heads // self.kv_heads, self.head_dim
         mask = allowed.to(self.device)
         if fold_groups:  # additive, once a pass: SDPA turns a boolean mask into it itself, at each layer's call

@@ -128,9 +128,9 @@ def rotate_store(projected: torch.Tensor, heads: int, cos: torch.Tensor, sin: to
     view of ``projected``."""
     rows, dim = projected.shape[0], keys.shape[-1]
     kv_heads = keys.shape[0]
-    _rotate_store[(rows, heads + 2 * kv_heads)](projected, cos, sin, positions, slots, keys, values, projected.stride(0),
-                                                keys.stride(0), keys.stride(1), HEADS=heads, KV_HEADS=kv_heads,
-                                                HALF=dim // 2)
+    _rotate_store[(rows, heads + 2 * kv_heads)](projected, cos, sin, positions, slots, keys, values,
+                                                projected.stride(0), keys.stride(0), keys.stride(1), HEADS=heads,
+                                                KV_HEADS=kv_heads, HALF=dim // 2)
     return projected[:, :heads * dim].view(rows, heads, dim)
 
 

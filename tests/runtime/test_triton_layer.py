@@ -47,7 +47,8 @@ def test_rms_norm_on_rows_apart(dtype):
 def test_the_residuals_add_and_the_norm_after_it_give_the_bits_of_the_two_steps(dtype):
     """One kernel for transformers' ``residual + out`` then the next RMSNorm: the sum rounded to the dtype, then
     normed as rms_norm norms it; a row's bits the same alone."""
-    residual, x, weight = random(5, 72, dtype=dtype), random(5, 72, dtype=dtype, seed=1), random(72, dtype=dtype, seed=2)
+    residual, x = random(5, 72, dtype=dtype), random(5, 72, dtype=dtype, seed=1)
+    weight = random(72, dtype=dtype, seed=2)
     total, normed = triton_layer.add_rms_norm(residual, x, weight, 1e-5)
     assert torch.equal(total, residual + x)
     assert torch.equal(normed, triton_layer.rms_norm(residual + x, weight, 1e-5))
