@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 if not torch.cuda.is_available():  # before anything imports triton
     os.environ.setdefault("TRITON_INTERPRET", "1")
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from invariance_parts import random_llama  # noqa: E402 (this folder, on sys.path as the script's own)
 
 from bita.runtime import logical_attention, triton_layer, triton_linear  # noqa: E402
 from bita.runtime.lean_llama import LeanLlama  # noqa: E402
@@ -62,18 +62,10 @@ class Launches(TorchDispatchMode):
         return launch
 
 
-def model_of(layers: int, device: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=2048, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers,
-                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
-                         tie_word_embeddings=True)
-    return LlamaForCausalLM(config).eval().requires_grad_(False).to(device, torch.bfloat16)
-
-
 @torch.inference_mode()
 def pass_launches(counter: Launches, way, layers: int, rows: int, device: str) -> collections.Counter:
     """Kernels of one eager padded pass of ``rows`` rows after a 40-token context, on a model of ``layers``."""
-    model = model_of(layers, device)
+    model = random_llama(layers, device).to(torch.bfloat16)
     forward = PaddedLean(LeanLlama(model), way, graphs=False)
     for layer in forward.layers:  # a GPU's linears take their rows as they come (a CPU's kernel plan may pad them)
         for part in layer:

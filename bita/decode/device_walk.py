@@ -13,10 +13,11 @@ at every depth it reaches. Here the whole tree is judged at once, where the logi
 - the bonus is ``chosen`` at that row, and the next drafts are the top-k of the mask group anchored there.
 
 ``queue_walk`` queues this behind the pass; ``QueuedWalk.read`` brings the last accepted row, the bonus and the
-drafts back in one copy, and the accepted path is then read off the tree on the host. On a GPU the rules run as one Triton kernel (walk_kernel.py), else as torch
-operations (``decided_by_torch``). Tested against the walk in Python, greedy and sampled (tests/decode).
-Sampled, every row is warped here (a batched sort over the vocabulary) where the walk in Python warps only the
-rows it reaches: cheap on a GPU, not on a CPU, which keeps the walk in Python (``on_device``).
+drafts back in one copy, and the accepted path is then read off the tree on the host. On a GPU the rules run as
+one Triton kernel (walk_kernel.py), else as torch operations (``decided_by_torch``). Tested against the walk in
+Python, greedy and sampled (tests/decode). Sampled, every row is warped here (a batched sort over the
+vocabulary) where the walk in Python warps only the rows it reaches: cheap on a GPU, not on a CPU, which keeps
+the walk in Python (``on_device``).
 """
 
 from __future__ import annotations

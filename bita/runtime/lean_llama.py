@@ -91,6 +91,13 @@ class FusedLayerOps(Protocol):
                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
         """residual + x [R, H] and its RMSNorm by weight [H]: (sum, normed), each [R, H]."""
 
+    def rotate_store(self, projected: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor,
+                     positions: torch.Tensor, slots: torch.Tensor, keys: torch.Tensor,
+                     values: torch.Tensor) -> torch.Tensor:
+        """A layer's rotary and cache write (a ``Store``'s work): projected [R, (heads + 2 kv_heads) D] at
+        ``positions`` [R] in the tables cos, sin [T, D], written at ``slots`` [R] of keys, values [kv_heads, K, D];
+        returns the rotated queries [R, heads, D]."""
+
     def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
         """As LayerOps.silu_mul."""
 

@@ -161,10 +161,7 @@ class PassBuffers:
                    torch.zeros(size, dtype=torch.uint8, pin_memory=device.type == "cuda"), capacity)
 
     def __post_init__(self):
-        bucket, host = self.embeds.shape[0], self.host.numpy()
-        longs = host[:16 * bucket].view(np.int64)
-        self.host_arrays = longs[:bucket], longs[bucket:], host[16 * bucket:].view(np.bool_).reshape(bucket,
-                                                                                                   self.capacity)
+        self.host_arrays = tuple(view.numpy() for view in staged_views(self.host, self.embeds.shape[0], self.capacity))
 
     def views(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(positions, slots, allowed) on the device."""
