@@ -1,14 +1,14 @@
 """The kernel plan: the choice of the fastest path, and the cache on disk (no model)."""
 
 import json
-import time
+import types
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bita.runtime import kernel_plan, measured, native
+from bita.runtime import device, kernel_plan, measured, native
 from bita.runtime.kernel_plan import (
     AMX,
     NATIVE,
@@ -168,15 +168,17 @@ def test_a_cached_plan_is_probed_once_a_process_and_timed_again_where_it_disagre
 
 
 def stand_in_paths(monkeypatch, seconds_a_row: dict[str, float], floors: dict[str, int]):
-    """Replace the paths' products with stand-ins that take ``seconds_a_row`` x rows (sleeping) and round a block of
-    fewer than ``floors[path]`` rows otherwise than among others (so ``row_floor`` measures that floor)."""
+    """Replace the paths' products with stand-ins that take ``seconds_a_row`` x rows on a virtual clock (the one
+    the timing reads, so the times are exact on any machine, however loaded) and round a block of fewer than
+    ``floors[path]`` rows otherwise than among others (so ``row_floor`` measures that floor)."""
     real = kernel_plan.run_path
+    clock = [0.0]
 
     def stand_in(path, x, weight, bias, copy, floor=1, residual=None):
         rows = x.numel() // x.shape[-1]
         if rows < floor:
             return real(path, x, weight, bias, copy, floor, residual)
-        time.sleep(seconds_a_row[path] * rows)
+        clock[0] += seconds_a_row[path] * rows
         flat = x.reshape(rows, x.shape[-1])
         out = torch.stack([weight @ row for row in flat]).reshape(*x.shape[:-1], -1)  # a row alone: row-invariant
         out = out + bias if bias is not None else out
@@ -184,6 +186,7 @@ def stand_in_paths(monkeypatch, seconds_a_row: dict[str, float], floors: dict[st
 
     monkeypatch.setattr(kernel_plan, "run_path", stand_in)
     monkeypatch.setattr(kernel_plan, "_floors", {})
+    monkeypatch.setattr(device, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
 
 def test_a_path_is_priced_at_its_floor_and_a_floor_of_64_loses_to_a_floor_of_1_of_similar_one_row_time(monkeypatch):
@@ -194,7 +197,7 @@ def test_a_path_is_priced_at_its_floor_and_a_floor_of_64_loses_to_a_floor_of_1_o
     times = kernel_plan.kernel_times(layers, head, (STOCK, TRANSPOSED), rows=(1, 4, 8, 16), repeats=1)
     assert times["floors"]["layers"] == {STOCK: 64, TRANSPOSED: 1}
     one_row = times["layers"][0]
-    assert one_row[STOCK] > 20 * one_row[TRANSPOSED]  # 64 rows' sleep, padded
+    assert one_row[STOCK] == pytest.approx(64 / 1.1 * one_row[TRANSPOSED])  # 64 rows' time, padded
     assert kernel_plan.plan_from(times) == KernelPlan(TRANSPOSED, TRANSPOSED)
 
 
