@@ -4,7 +4,7 @@
 # (480: the 8 minutes one GPU call allows with room to start), and after every step writes what it has to
 # $OUT/gpu-check.tgz: one log (gpu-check.log: each step's command, exit status, seconds and output's tail)
 # and the benches' JSON and Markdown. STEPS runs a subset; N (prompts per category, 1: 8 prompts) sizes the HF
-# bench, M16 the methods of mt80-16; a second call runs what the first left (STEPS="host mt80-32 ..."). In
+# bench, M16 the methods of mt80-16; a second call runs what the first left (STEPS="host exposed mt80-32 ..."). In
 # priority order (on an H100 with the one-shape forward: inv 40 s, mt80-16 102 s, hfs16 97 s; syncs, kernels, app
 # and host not yet run on a GPU; mt80-32 86 s, pc16 18 s, pc32 16 s, graphs 30 s, pc1b 30 s):
 #   inv      bf16 row invariance: the runtime the load chose, each CUDA-graph forward's probe and its AR and
@@ -22,6 +22,8 @@
 #            on the machine (the log's header says whether gradio imports; pack.sh's transfer d carries them)
 #   host     our AR loop, BiTA in turn and BiTA overlapped side by side: tok/s, ms a step and its pass, and where an
 #            overlapped step's host work goes (benchmarks/host_work.py, cProfile, 8 prompts)
+#   exposed  this machine's host CPU on the host work between a verdict and the next launch, the pass's compute
+#            stubbed (benchmarks/exposed_host.py: what a step exposes where the device waits, by segment)
 #   mt80-32  all 80 in fp32: our AR loop and BiTA
 #   pc16/32  pass-cost in bf16 and fp32 (CUDA graphs)
 #   graphs   CUDA graphs recorded, then a torch.compile'd model's CUDA graphs beside them, then replays
@@ -29,7 +31,7 @@
 # Results go to benchmarks/results/<gpu>/ in the repository, with the commit they measured.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-480}; N=${N:-1}; TOK=${TOK:-128}
-STEPS=${STEPS:-"inv syncs kernels mt80-16 hfs16 app host mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
+STEPS=${STEPS:-"inv syncs kernels mt80-16 hfs16 app host exposed mt80-32 pc16 pc32 graphs pc1b"}; M16=${M16:-ar,arf,bita}
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
@@ -61,6 +63,7 @@ step mt80-16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P
 step hfs16 200 $B bench --model $G --device cuda --dtype bfloat16 --prompts $P --per-category $N --max-new-tokens $TOK --methods hf,hfs,ar,arf,bita --json-out $R/hfs16.json --markdown $R/hfs16.md
 step app 150 python3 benchmarks/gpu/app_race.py --model $G --device cuda --dtype bfloat16 --prompts-file $P --prompts 8 --max-new-tokens $TOK --deadline 140 --out $R/app
 step host 90 python3 benchmarks/host_work.py --model $G --device cuda --dtype bfloat16 --prompts 8 --tokens $TOK --prompts-file $P
+step exposed 60 python3 benchmarks/exposed_host.py --steps 400
 step mt80-32 150 $B bench --model $G --device cuda --dtype float32 --prompts $P --max-new-tokens $TOK --methods ar,bita --json-out $R/mt80-32.json --markdown $R/mt80-32.md
 step pc16 45 $B pass-cost --model $G --device cuda --dtype bfloat16 --json --repeats 10
 step pc32 45 $B pass-cost --model $G --device cuda --dtype float32 --json --repeats 10

@@ -24,7 +24,7 @@ from ..drafts.ngram import MAX_MATCH, NgramIndex
 from ..drafts.tree import EMPTY_TREE, DraftTree
 from ..drafts.trie import GROUPS_NONE, build_trie
 from ..model.adapter import BitaAdapter
-from ..runtime.device import PassTimer, synchronize, timed, to_device
+from ..runtime.device import PassTimer, long_tensor, synchronize, timed, to_device
 from ..runtime.runtime import Cache, Runtime
 from .explain import pass_verdicts, row_verdicts
 from .masks import PassLayout, allowed_keys, decode_layout
@@ -114,8 +114,7 @@ def forward_layout(runtime: Runtime, adapter: BitaAdapter, cache: Cache, layout:
     """
     embed = runtime.embeddings
     ordinary = embed(ordinary_tokens.to(runtime.device))
-    masks = adapter.mask_embeddings[: layout.n_masks].to(runtime.device, runtime.dtype)
-    masks = masks.repeat(len(layout.tree.group_anchors), 1)
+    masks = adapter.mask_rows(layout.n_masks, len(layout.tree.group_anchors), runtime.dtype, runtime.device)
     return runtime.run(cache, torch.cat([ordinary, masks]), position + layout.position_offsets,
                        allowed_keys(layout, adapter.n_prompt, context_length), len(ordinary_tokens))
 
@@ -203,7 +202,7 @@ def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (
     layout = decode_layout(trie.tree, decoding.tree.depth, 1)
     timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
     timer.start()
-    ids = to_device(torch.tensor([state.root, *trie.tokens]), runtime.device)  # the pass's, then the walk's
+    ids = to_device(long_tensor([state.root, *trie.tokens]), runtime.device)  # the pass's, then the walk's
     logits = pass_logits(runtime, forward_layout(runtime, decoding.adapter, state.cache, layout, ids, length, length),
                          layout, 1 + trie.tree.size)
     timer.stop()

@@ -161,6 +161,22 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
     def n_masks(self) -> int:
         return self.config.mask_tokens
 
+    def mask_rows(self, n_masks: int, groups: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A decoding pass's mask rows [groups * n_masks, hidden]: the first ``n_masks`` mask embeddings in ``dtype``
+        on ``device``, once per group. Made once per shape and kept while the embeddings stay as they are (their
+        version counter, storage and dtype: an optimiser's or a load's in-place write, or a move, makes them again);
+        where autograd records, made each call, so that gradients reach the embeddings."""
+        embeddings = self.mask_embeddings
+        if torch.is_grad_enabled() and embeddings.requires_grad:
+            return embeddings[:n_masks].to(device, dtype).repeat(groups, 1)
+        key, cache = (n_masks, groups, dtype, device), self.__dict__.setdefault("_mask_rows", {})
+        stamp = embeddings._version, embeddings.data_ptr(), embeddings.dtype
+        made, rows = cache.get(key, (None, None))
+        if made != stamp:
+            rows = embeddings.detach()[:n_masks].to(device, dtype).repeat(groups, 1)
+            cache[key] = stamp, rows
+        return rows
+
     def prompt_key_values(self, model: nn.Module, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, prompt keys and values [1, kv_heads, P, head_dim] (empty list when P = 0)."""
         if not self.n_prompt:

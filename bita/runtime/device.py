@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -58,6 +59,13 @@ def machine_key(device: torch.device | str = "cpu") -> str:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def long_tensor(values: list[int], offset: int = 0) -> torch.Tensor:
+    """[len(values)] int64 on the host, ``offset`` added: built through numpy, ~4 us where ``torch.tensor`` of a
+    list takes ~15 (a step makes two before its pass: the candidate ids and the cache's kept rows)."""
+    array = np.array(values, dtype=np.int64)
+    return torch.from_numpy(array + offset if offset else array)
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from .device import to_device
+from .device import long_tensor, to_device
 
 GROWTH = 256  # the first buffer's slots, and at least this many beyond what a pass needs when it grows
 
@@ -99,7 +99,7 @@ class StaticKV:
         gather over every layer's keys and values, then ``length`` = start + len(rows)."""
         kept = len(rows)
         if rows != list(range(kept)):
-            source = to_device(torch.tensor(rows), self.kv.device) + start  # no wait for queued passes
+            source = to_device(long_tensor(rows, start), self.kv.device)  # no wait for queued passes
             self.kv[:, :, :, start:start + kept] = self.kv[:, :, :, source]
         self.length = start + kept
 

@@ -45,6 +45,27 @@ def test_shallow_prompts_are_embeddings_encoded_by_the_model(tiny):
         BitaAdapter.create(tiny, prompt_style="wide")
 
 
+def test_mask_rows_are_made_once_and_again_after_the_embeddings_change(tiny):
+    """A pass's mask rows: each group the first n mask embeddings in the pass's dtype; the same tensor pass after
+    pass until an optimiser's step or a load changes the embeddings; where autograd records, gradients reach them."""
+    adapter = BitaAdapter.create(tiny, prompt_tokens=2, mask_tokens=3, seed=1)
+    cpu = torch.device("cpu")
+    with torch.inference_mode():
+        rows = adapter.mask_rows(2, 4, torch.bfloat16, cpu)
+        assert rows is adapter.mask_rows(2, 4, torch.bfloat16, cpu)
+        assert adapter.mask_rows(2, 3, torch.bfloat16, cpu).shape == (6, tiny.config.hidden_size)
+    assert torch.equal(rows, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16).repeat(4, 1))
+    adapter.mask_embeddings.grad = torch.ones_like(adapter.mask_embeddings)
+    torch.optim.SGD(adapter.parameters(), lr=0.5).step()
+    with torch.no_grad():
+        stepped = adapter.mask_rows(2, 4, torch.bfloat16, cpu)
+    assert torch.equal(stepped, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16).repeat(4, 1))
+    assert not torch.equal(stepped, rows)
+    adapter.mask_embeddings.grad = None
+    adapter.mask_rows(2, 4, torch.float32, cpu).sum().backward()
+    assert torch.equal(adapter.mask_embeddings.grad[:2], torch.full((2, tiny.config.hidden_size), 4.0))
+
+
 @pytest.mark.parametrize("prompt_style", ["deep", "shallow"])
 def test_save_load_round_trip(tiny, tmp_path, prompt_style):
     adapter = BitaAdapter.create(tiny, prompt_tokens=4, mask_tokens=2, seed=3, prompt_style=prompt_style)

@@ -3,7 +3,7 @@
 import torch
 
 from bita.runtime import device as device_module
-from bita.runtime.device import PassTimer
+from bita.runtime.device import PassTimer, long_tensor
 
 
 def test_a_cpu_pass_timer_gives_wall_seconds():
@@ -41,3 +41,8 @@ def test_a_gpu_pass_timer_reads_its_events_after_waiting_for_the_last(monkeypatc
     timer.stop()
     assert happened[-2:] == ["record start", "record end"]
     assert timer.seconds() == 0.0025 and happened[-2:] == ["wait end", "read"]
+
+
+def test_a_long_tensor_holds_the_values_plus_the_offset_as_int64():
+    assert long_tensor([3, 0, 7]).dtype == torch.long and long_tensor([3, 0, 7]).tolist() == [3, 0, 7]
+    assert long_tensor([3, 0, 7], offset=5).tolist() == [8, 5, 12] and long_tensor([]).shape == (0,)
