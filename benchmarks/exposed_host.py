@@ -97,12 +97,21 @@ def segments(steps: list[dict[str, float]]) -> dict[str, list[float]]:
     return out
 
 
+@contextlib.contextmanager
+def walk_as_on_a_gpu() -> Iterator[None]:
+    """The verdict's walk queued behind the pass and the head in one call, as on a GPU, put back after."""
+    saved = pass_logits.on_device, pass_logits.one_head_call
+    pass_logits.on_device = lambda device: True
+    pass_logits.one_head_call = lambda device, rows: True
+    try:
+        yield
+    finally:
+        pass_logits.on_device, pass_logits.one_head_call = saved
+
+
 def stand_in(tree: str, ngram: int) -> tuple[PaddedLean, Callable[[int], None]]:
     """The stand-in's forward and a run of ``bita_steps`` to a given number of new tokens (warmed up, compute still
-    real: ``measure`` stubs it)."""
-    torch.set_num_threads(1)
-    pass_logits.on_device = lambda device: True  # the walk queued behind the pass, as on a GPU
-    pass_logits.one_head_call = lambda device, rows: True
+    real: ``measure`` stubs it); inside ``walk_as_on_a_gpu``."""
     model = random_llama(2, "cpu")
     forward = PaddedLean(LeanLlama(model), graphs=False)
     adapter = BitaAdapter.create(model, prompt_tokens=4, mask_tokens=3, seed=2)
@@ -151,8 +160,8 @@ def stamping(forward: PaddedLean, stamps: Stamps) -> Iterator[None]:
 
 
 def measure(forward: PaddedLean, run: Callable[[int], None], steps: int) -> tuple[dict[str, list[float]], list[int]]:
-    """``segments`` of at least ``steps`` stubbed steps, and the aten operations from read to replay of each step
-    of a further run."""
+    """``segments`` of at least ``steps`` stubbed passes (prefills among them), and the aten operations from read to
+    replay of each step of a further run."""
     stamps = Stamps()
     with stamping(forward, stamps):
         while len(stamps.steps) < steps:
@@ -170,7 +179,9 @@ def main() -> None:
     parser.add_argument("--tree", default="efficient:6,5,3")
     parser.add_argument("--ngram", type=int, default=4)
     args = parser.parse_args()
-    figures, operations = measure(*stand_in(args.tree, args.ngram), args.steps)
+    torch.set_num_threads(1)
+    with walk_as_on_a_gpu():
+        figures, operations = measure(*stand_in(args.tree, args.ngram), args.steps)
     print(f"{describe_device(torch.device('cpu'))}; {args.tree} + n-gram:{args.ngram}, overlapped, compute stubbed; "
           f"{len(figures['exposed'])} steps")
     print(f"aten operations from the read to the replay: median {statistics.median(operations)} "
