@@ -6,8 +6,9 @@ as CUDA graphs) with its compute stubbed, so the host's work is all there is; th
 overlapped loop (``Decoding.overlap``) with ``--tree`` plus an n-gram chain, greedy. Each step is stamped where the
 verdict's read returns and where the next pass's compute would start (``PaddedLean._run``); the segments between are
 named by further stamps (settling, the chains' look-ups, the candidates, the layout, staging), medians in us a step.
-The aten operations between read and replay are counted too, in a run of their own: torch's work on tensors, GPU
-launches among them, but also the C++ steps of each ``.numpy()`` (four each), and none of numpy's own work. Times move
+The aten operations between read and replay are counted too, by name, in a run of their own: torch's work on tensors,
+GPU launches among them, but also views and the C++ steps of each ``.numpy()`` (detach, resolve_conj, resolve_neg and a
+``to``), and none of numpy's own work. Times move
 1.5x between processes on a shared VM: compare commits in one process, the two alternating (``measure`` is reusable
 for that: benchmarks/results/cpu-2vcpu-xeon-6-207/exposed-host/inproc_ab.py).
 On a GPU machine this is its host CPU; elsewhere this CPU, which is slower or faster than a GPU's host: name it with
@@ -55,11 +56,13 @@ class Stamps(TorchDispatchMode):
         self.steps: list[dict[str, float]] = []
         self.current: dict[str, float] = {}
         self.operations: list[int] = []
+        self.names: collections.Counter = collections.Counter()  # the counted operations by name
         self.counting: int | None = None  # the operations since the read, None outside the exposed part
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.counting is not None:
             self.counting += 1
+            self.names[str(func)] += 1
         return func(*args, **(kwargs or {}))
 
     def mark(self, name: str) -> None:
@@ -134,10 +137,10 @@ def stamping(forward: PaddedLean, stamps: Stamps) -> Iterator[None]:
     patched = [(owner, name, getattr(owner, name)) for owner, name in STAMPED + ((step, "queue_judgement"),)]
     read = step.queue_judgement
 
-    def stub(buffers, cache):
+    def stub(buffers, cache):  # the pass's input rows as its hidden states: whatever the staging, the same flow
         stamps.mark("replay")
         stamps.end_step()
-        return buffers.embeds
+        return buffers.inputs(forward.lean.input_embeddings.weight)
 
     def queue_judgement(*args, **kwargs):
         judgement = read(*args, **kwargs)
@@ -159,9 +162,10 @@ def stamping(forward: PaddedLean, stamps: Stamps) -> Iterator[None]:
             setattr(owner, name, function)
 
 
-def measure(forward: PaddedLean, run: Callable[[int], None], steps: int) -> tuple[dict[str, list[float]], list[int]]:
+def measure(forward: PaddedLean, run: Callable[[int], None], steps: int
+            ) -> tuple[dict[str, list[float]], list[int], collections.Counter]:
     """``segments`` of at least ``steps`` stubbed passes (prefills among them), and the aten operations from read to
-    replay of each step of a further run."""
+    replay of each step of a further run, and their names, counted over that run."""
     stamps = Stamps()
     with stamping(forward, stamps):
         while len(stamps.steps) < steps:
@@ -170,7 +174,7 @@ def measure(forward: PaddedLean, run: Callable[[int], None], steps: int) -> tupl
         stamps.steps, stamps.operations = [], []
         with stamps:  # counted apart: the dispatch mode slows every operation
             run(min(256, steps))
-    return segments(timed_steps), stamps.operations
+    return segments(timed_steps), stamps.operations, stamps.names
 
 
 def main() -> None:
@@ -181,11 +185,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     with walk_as_on_a_gpu():
-        figures, operations = measure(*stand_in(args.tree, args.ngram), args.steps)
+        figures, operations, names = measure(*stand_in(args.tree, args.ngram), args.steps)
     print(f"{describe_device(torch.device('cpu'))}; {args.tree} + n-gram:{args.ngram}, overlapped, compute stubbed; "
           f"{len(figures['exposed'])} steps")
     print(f"aten operations from the read to the replay: median {statistics.median(operations)} "
-          f"({min(operations)}-{max(operations)}), {len(operations)} steps")
+          f"({min(operations)}-{max(operations)}), {len(operations)} steps; a step: " +
+          ", ".join(f"{name} {count / len(operations):.1f}" for name, count in names.most_common()))
     print("us a step: median (25th-75th percentile)")
     for name, values in sorted(figures.items(), key=lambda item: -statistics.median(item[1])):
         low, high = quartiles(values)

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import torch
 
-from ..runtime.device import timed
+from ..runtime.device import long_tensor, timed
 from ..runtime.runtime import Cache, Runtime
+from ..runtime.token_rows import TokenRows
 from .explain import RowVerdict, row_verdicts
 from .records import StepRecord
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
@@ -22,11 +23,10 @@ def _ar_pass(runtime: Runtime, cache: Cache, tokens: list[int], sampling: Sampli
     ``noise``'s vector for its position: what ``torch.multinomial`` draws), causal over the cache, on the
     runtime BiTA's passes run on, what the verifier said of it (when ``record_verdicts``, else []), and the
     seconds of the pass and LM head alone."""
-    input_ids = torch.tensor(tokens, device=runtime.device)
     rows, cached = len(tokens), cache.get_seq_length()
     allowed = torch.ones(rows, cached + rows, dtype=torch.bool).tril(cached)
     logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(runtime.run(
-        cache, runtime.embeddings(input_ids), torch.arange(cached, cached + rows), allowed)[-1:]))
+        cache, TokenRows(long_tensor(tokens)), torch.arange(cached, cached + rows), allowed)[-1:]))
     token = next_token(logits[0], sampling, noise, cached + rows)
     verdicts = []
     if record_verdicts:  # sampled, with the draws the token won

@@ -26,6 +26,7 @@ from ..drafts.trie import GROUPS_NONE, build_trie
 from ..model.adapter import BitaAdapter
 from ..runtime.device import PassTimer, long_tensor, synchronize, timed, to_device
 from ..runtime.runtime import Cache, Runtime
+from ..runtime.token_rows import TokenRows
 from .explain import pass_verdicts, row_verdicts
 from .masks import PassLayout, allowed_keys, decode_layout
 from .pass_logits import Drafts, Judgement, PassLogits, drafts_from, pass_logits, queue_judgement
@@ -109,13 +110,12 @@ def forward_layout(runtime: Runtime, adapter: BitaAdapter, cache: Cache, layout:
                    ordinary_tokens: torch.Tensor, position: int, context_length: int) -> torch.Tensor:
     """Run the new rows of ``layout`` through the frozen model, appending them to ``cache``.
 
-    ordinary_tokens: [chain + tree.size] token ids; mask rows use the adapter's embeddings.
-    position: position of the root row. Returns last hidden states [R, H].
+    ordinary_tokens: [chain + tree.size] token ids (on the host: a padded pass stages them with its positions);
+    mask rows use the adapter's embeddings. position: position of the root row. Returns last hidden states [R, H].
     """
-    embed = runtime.embeddings
-    ordinary = embed(ordinary_tokens.to(runtime.device))
-    masks = adapter.mask_rows(layout.n_masks, len(layout.tree.group_anchors), runtime.dtype, runtime.device)
-    return runtime.run(cache, torch.cat([ordinary, masks]), position + layout.position_offsets,
+    rows = TokenRows(ordinary_tokens, adapter.mask_rows(layout.n_masks, runtime.dtype, runtime.device),
+                     len(layout.tree.group_anchors))
+    return runtime.run(cache, rows, position + layout.position_offsets,
                        allowed_keys(layout, adapter.n_prompt, context_length), len(ordinary_tokens))
 
 
@@ -152,7 +152,7 @@ def prefill(decoding: Decoding, prompt_ids: list[int], cache: Cache) -> tuple[De
         chain = len(prompt_ids)
         layout = decode_layout(EMPTY_TREE, tree.depth, chain)
         logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(forward_layout(
-            runtime, adapter, cache, layout, torch.tensor(prompt_ids), chain - 1, 0)[chain - 1:]))  # last row, group
+            runtime, adapter, cache, layout, long_tensor(prompt_ids), chain - 1, 0)[chain - 1:]))  # last row, group
         bonus = next_token(logits[0], sampling, noise, chain)
         drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
         cache.keep(adapter.n_prompt, list(range(chain)))
@@ -202,12 +202,13 @@ def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (
     layout = decode_layout(trie.tree, decoding.tree.depth, 1)
     timer = PassTimer(runtime.device)  # no wait at the pass's end: the verdict's work queues behind it
     timer.start()
-    ids = to_device(long_tensor([state.root, *trie.tokens]), runtime.device)  # the pass's, then the walk's
+    ids = long_tensor([state.root, *trie.tokens])
     logits = pass_logits(runtime, forward_layout(runtime, decoding.adapter, state.cache, layout, ids, length, length),
                          layout, 1 + trie.tree.size)
     timer.stop()
     noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
-    judgement = queue_judgement(trie, layout, logits, decoding.tree, sampling, noise, ids[1:])
+    judgement = queue_judgement(trie, layout, logits, decoding.tree, sampling, noise,
+                                to_device(ids[1:], runtime.device))  # sent behind the pass, for the walk
     return LaunchedPass(state, candidates, layout, logits, noise, judgement, timer)
 
 

@@ -161,19 +161,20 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
     def n_masks(self) -> int:
         return self.config.mask_tokens
 
-    def mask_rows(self, n_masks: int, groups: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """A decoding pass's mask rows [groups * n_masks, hidden]: the first ``n_masks`` mask embeddings in ``dtype``
-        on ``device``, once per group. Made once per shape and kept while the embeddings stay as they are (their
-        version counter, storage and dtype: an optimiser's or a load's in-place write, or a move, makes them again);
-        where autograd records, made each call, so that gradients reach the embeddings."""
+    def mask_rows(self, n_masks: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A decoding pass's mask embeddings [n_masks, hidden] (the first ``n_masks``) in ``dtype`` on ``device``: the
+        same tensor pass after pass while the embeddings stay as they are (their version counter, storage and dtype:
+        an optimiser's or a load's in-place write, or a move, makes it again), so a padded pass's table copies it
+        once (padded.PassBuffers); where autograd records, made each call, so that gradients reach the
+        embeddings."""
         embeddings = self.mask_embeddings
         if torch.is_grad_enabled() and embeddings.requires_grad:
-            return embeddings[:n_masks].to(device, dtype).repeat(groups, 1)
-        key, cache = (n_masks, groups, dtype, device), self.__dict__.setdefault("_mask_rows", {})
+            return embeddings[:n_masks].to(device, dtype)
+        key, cache = (n_masks, dtype, device), self.__dict__.setdefault("_mask_rows", {})
         stamp = embeddings._version, embeddings.data_ptr(), embeddings.dtype
         made, rows = cache.get(key, (None, None))
         if made != stamp:
-            rows = embeddings.detach()[:n_masks].to(device, dtype).repeat(groups, 1)
+            rows = embeddings.detach()[:n_masks].to(device, dtype)
             cache[key] = stamp, rows
         return rows
 

@@ -176,6 +176,7 @@ class LeanLlama:
     logit_rows = 0  # the LM head takes the rows as given
     logit_head = None  # the model's LM head
     exact_rows = True  # a pass's token rows attend row-invariantly
+    token_rows = False  # Runtime.run embeds a pass's ids
 
     def __init__(self, model: nn.Module, plan: KernelPlan | None = None):
         config = model.config
@@ -190,6 +191,7 @@ class LeanLlama:
         self.layers = [(layer.input_layernorm.weight, qkv, out, layer.post_attention_layernorm.weight, gate_up, down)
                        for layer, (qkv, out, gate_up, down) in zip(model.model.layers, zip(*[iter(products)] * 4))]
         self.norm = model.model.norm.weight
+        self.input_embeddings = model.get_input_embeddings()  # a PaddedLean looks token rows up inside its pass
         self.output_embeddings = model.get_output_embeddings()  # the LM head (a PaddedLean may run it otherwise)
         self.dtype, self.device = self.norm.dtype, self.norm.device
         self.native = self.device.type == "cpu" and native.attention_unsupported(

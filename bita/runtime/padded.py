@@ -3,7 +3,7 @@
 A CUDA graph replays the kernels it recorded on the tensors it recorded, so a pass it can replay
 must have the same shapes and addresses every time. Here a pass of R rows runs as one of
 B = ``ROW_BUCKETS``' next size up (a pass of more rows than the last bucket, a long prompt's prefill, as
-successive passes of the last bucket's rows, each a replay): its embeddings, positions, mask and cache
+successive passes of the last bucket's rows, each a replay): its token ids (or embeddings), positions, mask and cache
 slots are copied into buffers [B, ...] made once per (cache buffer, B); the padding rows see only their own slot; the
 cache is written at a slot tensor (``StaticKV.write_at``) and attention reads the cache's whole
 buffer [capacity] under the mask, so nothing depends on the cache's length. Attention folds the
@@ -18,13 +18,15 @@ each. ``capture`` is the recording seam: CUDA graphs on a CUDA device; the tests
 counts. Without graphs (a CPU) the same buffers run eagerly, which is how this path is tested on a
 CPU (tests/runtime/test_padded.py).
 
-Host work per pass: a pass's positions, cache slots and mask are written on the host into one byte
+Host work per pass: a pass's positions, cache slots, token ids and mask are written on the host into one byte
 buffer (pinned on CUDA) laid out as the device buffer the graph reads them from, and sent in one
-non-blocking copy (``PassBuffers.fill``); the embeddings are a device-to-device copy. The next pass of
-the bucket waits for that copy (an event recorded after it) before it rewrites the host buffer: passes run
-back to back without a readback between them (an AR loop that reads its tokens at the end, the invariance
-probe) would otherwise overwrite a mask the GPU has not read yet, and their rows would attend wrongly (on an
-H100, by whole logits: benchmarks/results/h100/2026-11-26-gpu-check).
+non-blocking copy (``PassBuffers.fill``); the pass looks the ids up in the model's embeddings itself and takes
+its mask rows from a table that holds the adapter's mask embeddings (copied when they change), so the host
+launches nothing else before the replay (rows given as embeddings, the probes', are one copy into the table).
+The next pass of the bucket waits for that copy (an event recorded after it) before it rewrites the host
+buffer: passes run back to back without a readback between them (an AR loop that reads its tokens at the end,
+the invariance probe) would otherwise overwrite a mask the GPU has not read yet, and their rows would attend
+wrongly (on an H100, by whole logits: benchmarks/results/h100/2026-11-26-gpu-check).
 
 A runtime on a CUDA device runs this (build.py) once ``compare_with_transformers`` compared a pass of every
 bucket with transformers' forward, row by row; on a CPU the unpadded lean forward is faster (it attends only
@@ -38,14 +40,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .kernel_plan import TRITON, PlannedLinear
 from .lean_llama import Attend, FusedLayerOps, LayerOps, LeanLlama, Store, TorchOps
 from .static_kv import StaticKV
+from .token_rows import TokenRows, rows_of
 from .transformers_forward import TransformersForward
 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # a pass of R rows runs as the first bucket >= R
@@ -119,15 +124,28 @@ def cuda_graph(run: Callable[[], torch.Tensor]) -> Recorded:
     return Recorded(graph.replay, output)
 
 
-def staged_views(buffer: torch.Tensor, bucket: int, capacity: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """positions [B] long, slots [B] long and allowed [B, K] bool as views of one byte buffer
-    [``staged_bytes(B, K)``] uint8, in that order."""
-    longs = buffer[:16 * bucket].view(torch.long)
-    return longs[:bucket], longs[bucket:], buffer[16 * bucket:].view(torch.bool).view(bucket, capacity)
+class Staged(NamedTuple):
+    """A padded pass's inputs as it reads them: views of one byte buffer (``staged_views``), B rows over K slots."""
+
+    positions: torch.Tensor  # [B] long
+    slots: torch.Tensor  # [B] long: the cache slot each row writes
+    ids: torch.Tensor  # [B] long: a token row's id (0 for the others)
+    table_rows: torch.Tensor  # [B] long: the row of ``PassBuffers.table`` a row given as embeddings takes
+    from_table: torch.Tensor  # [B] bool: the row is given as embeddings (a mask row, padding), not by id
+    allowed: torch.Tensor  # [B, K] bool
+
+
+def staged_views(buffer: torch.Tensor, bucket: int, capacity: int) -> Staged:
+    """A ``Staged`` of views of one byte buffer [``staged_bytes(B, K)``] uint8: the four long vectors, then
+    ``from_table``, then ``allowed``."""
+    longs = buffer[:32 * bucket].view(torch.long)
+    return Staged(*(longs[index * bucket:(index + 1) * bucket] for index in range(4)),
+                  buffer[32 * bucket:33 * bucket].view(torch.bool),
+                  buffer[33 * bucket:].view(torch.bool).view(bucket, capacity))
 
 
 def staged_bytes(bucket: int, capacity: int) -> int:
-    return 16 * bucket + bucket * capacity
+    return 33 * bucket + bucket * capacity
 
 
 def host_array(tensor: torch.Tensor) -> np.ndarray:
@@ -138,56 +156,92 @@ def host_array(tensor: torch.Tensor) -> np.ndarray:
 @dataclass
 class PassBuffers:
     """The fixed inputs and output of one padded pass shape: B rows over a cache of capacity K.
-    ``staged`` [staged_bytes(B, K)] uint8 on the device holds positions, slots and allowed
-    (``staged_views``: what the pass reads); ``host`` is its mirror on the host, filled by a pass through
-    ``host_arrays``, numpy views of it laid out as ``staged_views`` (numpy's writes cost a fraction of torch's
-    dispatch, and a pass writes ~10 of them before its replay)."""
+    ``staged`` [staged_bytes(B, K)] uint8 on the device holds what the pass reads (``staged_views``: positions,
+    slots, the token rows' ids, the other rows' table rows, allowed); ``host`` is its mirror on the host, filled by a
+    pass through ``host_arrays``, numpy views of it laid out the same way (numpy's writes cost a fraction of
+    torch's dispatch, and a pass writes ~15 of them before its replay). ``table`` holds the rows given as
+    embeddings: a decoding pass's mask embeddings (copied again only when they are other tensors), or every row
+    of a pass given as embeddings; its last row stays zeros, the padding rows' input."""
 
-    embeds: torch.Tensor  # [B, H]
-    staged: torch.Tensor  # device bytes: positions [B] long, slots [B] long, allowed [B, K] bool
+    table: torch.Tensor  # [B + 1, H]
+    staged: torch.Tensor  # device bytes, ``staged_views``
     host: torch.Tensor  # the same layout on the host (pinned on CUDA)
     capacity: int  # K
     hidden: torch.Tensor | None = None  # [B, H], the output (the recorded pass's, once recorded)
     recorded: Recorded | None = None
     sent: torch.cuda.Event | None = None  # on CUDA: recorded after the last copy of ``host`` to ``staged``
-    host_arrays: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False)  # positions, slots, allowed
+    table_holds: torch.Tensor | None = None  # the mask embeddings ``table`` begins with (None: other rows)
+    host_arrays: Staged = field(init=False, repr=False)  # numpy arrays in fact: ``host``'s views
 
     @classmethod
     def make(cls, bucket: int, capacity: int, hidden_size: int, dtype: torch.dtype,
              device: torch.device) -> PassBuffers:
         size = staged_bytes(bucket, capacity)
-        return cls(torch.zeros(bucket, hidden_size, dtype=dtype, device=device),
+        return cls(torch.zeros(bucket + 1, hidden_size, dtype=dtype, device=device),
                    torch.zeros(size, dtype=torch.uint8, device=device),
                    torch.zeros(size, dtype=torch.uint8, pin_memory=device.type == "cuda"), capacity)
 
+    @property
+    def bucket(self) -> int:
+        return self.table.shape[0] - 1
+
     def __post_init__(self):
-        self.host_arrays = tuple(view.numpy() for view in staged_views(self.host, self.embeds.shape[0], self.capacity))
+        self.host_arrays = Staged(*(view.numpy() for view in staged_views(self.host, self.bucket, self.capacity)))
 
-    def views(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(positions, slots, allowed) on the device."""
-        return staged_views(self.staged, self.embeds.shape[0], self.capacity)
+    def views(self) -> Staged:
+        """What the pass reads, on the device."""
+        return staged_views(self.staged, self.bucket, self.capacity)
 
-    def fill(self, length: int, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> None:
-        """Stage a pass of R rows whose cache slots start at ``length`` and send it: padding rows get
-        zeros, position 0 and their own slot only (a row that sees nothing would make NaNs, and NaN
-        times a zero weight is NaN)."""
-        rows, bucket = embeds.shape[0], self.embeds.shape[0]
+    def inputs(self, embedding: torch.Tensor) -> torch.Tensor:
+        """The pass's input rows [B, H], inside the pass: a token row's id looked up in ``embedding`` [V, H] (the
+        model's input embeddings), every other row its table row: two gathers and a select, row by row."""
+        staged = self.views()
+        return torch.where(staged.from_table[:, None], F.embedding(staged.table_rows, self.table),
+                           F.embedding(staged.ids, embedding))
+
+    def fill(self, length: int, rows: torch.Tensor | TokenRows, positions: torch.Tensor,
+             allowed: torch.Tensor) -> None:
+        """Stage a pass of R rows (embeddings [R, H], or TokenRows) whose cache slots start at ``length`` and send
+        it: padding rows get zeros, position 0 and their own slot only (a row that sees nothing would make
+        NaNs, and NaN times a zero weight is NaN)."""
+        count, bucket = rows_of(rows), self.bucket
         if self.sent is not None:  # the last pass's copy may still be reading the host buffer
             self.sent.synchronize()
-        host_positions, host_slots, host_allowed = self.host_arrays
-        host_positions[:rows] = host_array(positions)
-        host_positions[rows:] = 0
-        host_slots[:] = np.arange(length, length + bucket)
-        host_allowed[:] = False
-        host_allowed[:rows, :allowed.shape[1]] = host_array(allowed)
-        padding = np.arange(rows, bucket)
-        host_allowed[padding, length + padding] = True
+        host = self.host_arrays
+        host.positions[:count] = host_array(positions)
+        host.positions[count:] = 0
+        host.slots[:] = np.arange(length, length + bucket)
+        host.allowed[:] = False
+        host.allowed[:count, :allowed.shape[1]] = host_array(allowed)
+        padding = np.arange(count, bucket)
+        host.allowed[padding, length + padding] = True
+        given, period = self._given_rows(rows, count)
+        host.from_table[:] = True
+        host.from_table[:given] = False
+        host.ids[given:] = 0
+        host.table_rows[given:count] = np.arange(count - given) % period
+        host.table_rows[count:] = bucket
         self.staged.copy_(self.host, non_blocking=True)
         if self.staged.is_cuda:
             self.sent = self.sent or torch.cuda.Event()  # one event a buffer, recorded again each pass
             self.sent.record()
-        self.embeds[:rows] = embeds
-        self.embeds[rows:] = 0
+
+    def _given_rows(self, rows: torch.Tensor | TokenRows, count: int) -> tuple[int, int]:
+        """Stage the token rows' ids and put the other rows' embeddings in the table (on the device): TokenRows' mask
+        embeddings (copied only where the table holds others), or every row of embeddings [R, H]. (The token rows,
+        the table rows the other rows take in turn.)"""
+        if not isinstance(rows, TokenRows):
+            self.table[:count] = rows
+            self.table_holds = None
+            return 0, max(count, 1)
+        given = len(rows.ids)
+        self.host_arrays.ids[:given] = host_array(rows.ids)
+        if not rows.groups:
+            return given, 1
+        if self.table_holds is not rows.masks:
+            self.table[:rows.masks.shape[0]] = rows.masks
+            self.table_holds = rows.masks
+        return given, rows.masks.shape[0]
 
 
 class PaddedLean:
@@ -215,6 +269,7 @@ class PaddedLean:
         self.logit_rows, self.logit_head = way.invariant_rows, None
         self.ops: LayerOps | FusedLayerOps = TorchOps
         self.layers = lean.layers
+        self.token_rows = type(lean.input_embeddings) is nn.Embedding  # a plain lookup: done inside the pass
         if way.layer_kernels:  # Triton: only where a runtime asks for its kernels
             from . import triton_layer
             self.ops = triton_layer
@@ -261,8 +316,8 @@ class PaddedLean:
             for bucket in self.buckets:
                 buffers = self._buffers(cache, bucket)
                 if buffers.recorded is None:
-                    positions, _, allowed = buffers.views()
-                    buffers.fill(cache.length, buffers.embeds[:0], positions[:0], allowed[:0, :0])
+                    staged = buffers.views()
+                    buffers.fill(cache.length, buffers.table[:0], staged.positions[:0], staged.allowed[:0, :0])
                     self._record(buffers, cache)
         return cache
 
@@ -270,23 +325,25 @@ class PaddedLean:
         self.lean.release(cache)
 
     @torch.inference_mode()
-    def forward(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
-                ordinary: int = 0) -> torch.Tensor:
+    def forward(self, cache: StaticKV, embeds: torch.Tensor | TokenRows, positions: torch.Tensor,
+                allowed: torch.Tensor, ordinary: int = 0) -> torch.Tensor:
         """As LeanLlama.forward (``ordinary`` unused: every row attends alike, in logical order or by SDPA): rows
-        embeds [R, H] at ``positions`` [R] appended to ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm
-        hidden states [R, H]. More rows than the last bucket run as passes of its rows, one after the other (the
-        rows of a pass see only rows before them)."""
+        embeds [R, H] (or TokenRows, where ``token_rows``: looked up inside the pass) at ``positions`` [R] appended to
+        ``cache``; ``allowed`` [R, length + R] bool. Returns final-norm hidden states [R, H]. More rows than the last
+        bucket run as passes of its rows, one after the other (the rows of a pass see only rows before them)."""
         step, start = self.buckets[-1], cache.length
-        if embeds.shape[0] <= step:  # every decoding pass: one replay, no concatenation
+        if rows_of(embeds) <= step:  # every decoding pass: one replay, no concatenation
             return self._bucket_pass(cache, embeds, positions, allowed)
+        if isinstance(embeds, TokenRows):  # a long prompt's prefill
+            embeds = embeds.embedded(self.lean.input_embeddings)
         return torch.cat([self._bucket_pass(cache, embeds[first:first + step], positions[first:first + step],
                                             allowed[first:first + step, :start + first + step])
                           for first in range(0, embeds.shape[0], step)])
 
-    def _bucket_pass(self, cache: StaticKV, embeds: torch.Tensor, positions: torch.Tensor,
+    def _bucket_pass(self, cache: StaticKV, embeds: torch.Tensor | TokenRows, positions: torch.Tensor,
                      allowed: torch.Tensor) -> torch.Tensor:
         """A pass of at most the last bucket's rows, padded to its bucket: [R, H]."""
-        rows = embeds.shape[0]
+        rows = rows_of(embeds)
         bucket = bucket_of(rows, self.buckets)
         cache.reserve(bucket)  # a grown buffer empties ``cache.recorded``: graphs of the old one are void
         self.grow_rotary(cache.capacity)
@@ -312,9 +369,10 @@ class PaddedLean:
 
     def _run(self, buffers: PassBuffers, cache: StaticKV) -> torch.Tensor:
         """The padded pass on the buffers: [B, H]."""
-        positions, slots, allowed = buffers.views()
-        return self.lean.run_layers(buffers.embeds, self._store(cache, positions, slots), self._attention(allowed),
-                                    self.ops, self.layers)
+        staged = buffers.views()
+        return self.lean.run_layers(buffers.inputs(self.lean.input_embeddings.weight),
+                                    self._store(cache, staged.positions, staged.slots),
+                                    self._attention(staged.allowed), self.ops, self.layers)
 
     def _store(self, cache: StaticKV, positions: torch.Tensor, slots: torch.Tensor) -> Store:
         """The pass's rotary and cache write for rows at ``positions`` [B] into ``slots`` [B]: one kernel a layer
@@ -369,8 +427,9 @@ class Agreement:
 def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreement:
     """Run a 12-token causal prefill and then one pass of every row bucket (1 .. 128 rows, past the
     cache's first 256 slots, so the buffer grows and the passes after run on the new one) through
-    ``forward`` and through transformers' forward (stock attention) over its cache; compare each row's
-    hidden state (relative L2) and, where transformers' top two logits are ``CLEAR_GAP`` apart, argmax."""
+    ``forward`` (given by id where it looks token rows up inside its pass, as decoding sends them) and through
+    transformers' forward (stock attention) over its cache; compare each row's hidden state (relative L2) and,
+    where transformers' top two logits are ``CLEAR_GAP`` apart, argmax."""
     embed, device = model.get_input_embeddings(), model.get_input_embeddings().weight.device
     reference = TransformersForward(model, exact=False)
     caches = forward.new_cache(), reference.new_cache()
@@ -378,11 +437,12 @@ def compare_with_transformers(model: nn.Module, forward: PaddedLean) -> Agreemen
     errors, differs, start = [], 0, 0
     head = model.get_output_embeddings()
     for rows in (12, *ROW_BUCKETS):
-        embeds = embed(torch.randint(0, embed.num_embeddings, (rows,), generator=generator).to(device))
+        ids = torch.randint(0, embed.num_embeddings, (rows,), generator=generator)
+        embeds = embed(ids.to(device))
         allowed = torch.ones(rows, start + rows, dtype=torch.bool, device=device).tril(start)
         positions = torch.arange(start, start + rows, device=device)
-        ours, theirs = (side.forward(cache, embeds, positions, allowed, rows)
-                        for side, cache in zip((forward, reference), caches))
+        ours = forward.forward(caches[0], TokenRows(ids) if forward.token_rows else embeds, positions, allowed, rows)
+        theirs = reference.forward(caches[1], embeds, positions, allowed, rows)
         errors.append((ours - theirs).float().norm(dim=-1) / theirs.float().norm(dim=-1).clamp(min=1e-12))
         top = head(theirs).float().topk(2)
         clear = top.values[:, 0] - top.values[:, 1] >= CLEAR_GAP

@@ -31,6 +31,7 @@ from torch import nn
 from .device import machine_key, output_logits
 from .kernel_plan import KernelPlan
 from .kernels import stock_kernels
+from .token_rows import TokenRows, rows_of
 from .transformers_forward import Prompts, TransformersForward
 
 
@@ -54,6 +55,7 @@ class Forward(Protocol):
     buckets: tuple[int, ...]  # the row counts passes run padded to (CUDA graphs); () where a pass runs its rows
     logit_rows: int  # the LM head runs on this many rows at a time, padded (row-invariant logits); 0: as given
     logit_head: Callable[[torch.Tensor], torch.Tensor] | None  # the LM head its passes' rows take (None: the model's)
+    token_rows: bool  # its forward takes TokenRows (embedded inside its pass); else Runtime.run embeds them first
 
     def describe(self) -> str: ...
 
@@ -64,10 +66,11 @@ class Forward(Protocol):
     def fastest(self) -> Forward:
         """This forward at its fastest shapes (itself, unless row invariance costs it speed)."""
 
-    def forward(self, cache: Cache, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
-                ordinary: int) -> torch.Tensor:
-        """embeds [R, H] at positions [R], appended to ``cache``, seeing allowed [R, cached + R] bool; the first
-        ``ordinary`` rows are tokens, the rest mask rows. Returns last hidden states [R, H]."""
+    def forward(self, cache: Cache, embeds: torch.Tensor | TokenRows, positions: torch.Tensor,
+                allowed: torch.Tensor, ordinary: int) -> torch.Tensor:
+        """embeds [R, H] (TokenRows only where ``token_rows``) at positions [R], appended to ``cache``, seeing
+        allowed [R, cached + R] bool; the first ``ordinary`` rows are tokens, the rest mask rows. Returns last hidden
+        states [R, H]."""
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,15 @@ class Runtime:
         """A request is done with ``cache``: a pooled one goes back for the next request to reuse."""
         self.forward.release(cache)
 
-    def run(self, cache: Cache, embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+    def run(self, cache: Cache, embeds: torch.Tensor | TokenRows, positions: torch.Tensor, allowed: torch.Tensor,
             ordinary: int | None = None) -> torch.Tensor:
-        """Rows embeds [R, H] at ``positions`` [R] through the frozen model, appended to ``cache``; ``allowed``
-        [R, cached + R] bool: the slots each row sees (the cache's ``base`` prompt slots, the context at
-        positions 0, 1, ..., then the pass's rows); the first ``ordinary`` rows (None: all) are tokens, the
-        rest mask rows. Returns last hidden states [R, H]."""
-        return self.forward.forward(cache, embeds, positions, allowed, embeds.shape[0] if ordinary is None
+        """Rows embeds [R, H] (or given by id: TokenRows) at ``positions`` [R] through the frozen model, appended
+        to ``cache``; ``allowed`` [R, cached + R] bool: the slots each row sees (the cache's ``base`` prompt slots,
+        the context at positions 0, 1, ..., then the pass's rows); the first ``ordinary`` rows (None: all) are
+        tokens, the rest mask rows. Returns last hidden states [R, H]."""
+        if isinstance(embeds, TokenRows) and not self.forward.token_rows:
+            embeds = embeds.embedded(self.embeddings)
+        return self.forward.forward(cache, embeds, positions, allowed, rows_of(embeds) if ordinary is None
                                     else ordinary)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -59,6 +59,7 @@ class TransformersForward:
     buckets = ()  # every pass runs its own rows
     logit_rows = 0  # the LM head takes the rows as given
     logit_head = None  # the model's LM head
+    token_rows = False  # Runtime.run embeds a pass's ids
 
     def __init__(self, model: nn.Module, exact: bool):
         self.model, self.exact_rows = model, exact

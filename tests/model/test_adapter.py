@@ -46,24 +46,25 @@ def test_shallow_prompts_are_embeddings_encoded_by_the_model(tiny):
 
 
 def test_mask_rows_are_made_once_and_again_after_the_embeddings_change(tiny):
-    """A pass's mask rows: each group the first n mask embeddings in the pass's dtype; the same tensor pass after
-    pass until an optimiser's step or a load changes the embeddings; where autograd records, gradients reach them."""
+    """A pass's mask embeddings: the first n in the pass's dtype; the same tensor pass after pass (a padded pass's
+    table copies them once) until an optimiser's step or a load changes them; where autograd records, gradients
+    reach them."""
     adapter = BitaAdapter.create(tiny, prompt_tokens=2, mask_tokens=3, seed=1)
     cpu = torch.device("cpu")
     with torch.inference_mode():
-        rows = adapter.mask_rows(2, 4, torch.bfloat16, cpu)
-        assert rows is adapter.mask_rows(2, 4, torch.bfloat16, cpu)
-        assert adapter.mask_rows(2, 3, torch.bfloat16, cpu).shape == (6, tiny.config.hidden_size)
-    assert torch.equal(rows, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16).repeat(4, 1))
+        rows = adapter.mask_rows(2, torch.bfloat16, cpu)
+        assert rows is adapter.mask_rows(2, torch.bfloat16, cpu)
+        assert adapter.mask_rows(3, torch.bfloat16, cpu).shape == (3, tiny.config.hidden_size)
+    assert torch.equal(rows, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16))
     adapter.mask_embeddings.grad = torch.ones_like(adapter.mask_embeddings)
     torch.optim.SGD(adapter.parameters(), lr=0.5).step()
     with torch.no_grad():
-        stepped = adapter.mask_rows(2, 4, torch.bfloat16, cpu)
-    assert torch.equal(stepped, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16).repeat(4, 1))
+        stepped = adapter.mask_rows(2, torch.bfloat16, cpu)
+    assert torch.equal(stepped, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16))
     assert not torch.equal(stepped, rows)
     adapter.mask_embeddings.grad = None
-    adapter.mask_rows(2, 4, torch.float32, cpu).sum().backward()
-    assert torch.equal(adapter.mask_embeddings.grad[:2], torch.full((2, tiny.config.hidden_size), 4.0))
+    (2 * adapter.mask_rows(2, torch.float32, cpu)).sum().backward()
+    assert torch.equal(adapter.mask_embeddings.grad[:2], torch.full((2, tiny.config.hidden_size), 2.0))
 
 
 @pytest.mark.parametrize("prompt_style", ["deep", "shallow"])

@@ -32,6 +32,7 @@ from bita.runtime.padded import (
 )
 from bita.runtime.runtime import Runtime
 from bita.runtime.static_kv import StaticKV
+from bita.runtime.token_rows import TokenRows
 from bita.serve.race import race
 
 
@@ -263,20 +264,45 @@ def test_padded_attention_folds_the_query_groups_into_rows(monkeypatch):
 
 
 def test_a_pass_is_staged_in_one_host_buffer_laid_out_as_the_device_one():
-    """Positions, slots and the mask go to the device in one copy: the host mirror's views and the
-    device's hold the same pass, the padding rows seeing their own slot only."""
+    """Positions, slots, ids and the mask go to the device in one copy: the host mirror's views and the
+    device's hold the same pass, the padding rows seeing their own slot only and taking zeros."""
     from bita.runtime.padded import PassBuffers, staged_bytes
 
     buffers = PassBuffers.make(4, 10, hidden_size=3, dtype=torch.float32, device=torch.device("cpu"))
-    assert buffers.staged.numel() == buffers.host.numel() == staged_bytes(4, 10) == 4 * 16 + 4 * 10
+    assert buffers.staged.numel() == buffers.host.numel() == staged_bytes(4, 10) == 4 * 33 + 4 * 10
     allowed = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)  # 2 rows over 2 cached slots + 2
     buffers.fill(2, torch.ones(2, 3), torch.tensor([7, 8]), allowed)
-    positions, slots, mask = buffers.views()
-    assert positions.tolist() == [7, 8, 0, 0] and slots.tolist() == [2, 3, 4, 5]
-    assert mask[:2, :4].equal(allowed) and not mask[:2, 4:].any()
-    assert [row.nonzero().flatten().tolist() for row in mask[2:]] == [[4], [5]]
-    assert buffers.embeds[:2].eq(1).all() and buffers.embeds[2:].eq(0).all()
+    staged = buffers.views()
+    assert staged.positions.tolist() == [7, 8, 0, 0] and staged.slots.tolist() == [2, 3, 4, 5]
+    assert staged.allowed[:2, :4].equal(allowed) and not staged.allowed[:2, 4:].any()
+    assert [row.nonzero().flatten().tolist() for row in staged.allowed[2:]] == [[4], [5]]
+    inputs = buffers.inputs(torch.full((9, 3), 5.0))
+    assert inputs[:2].eq(1).all() and inputs[2:].eq(0).all()
     assert all(torch.from_numpy(a).equal(b) for a, b in zip(buffers.host_arrays, buffers.views()))
+
+
+def test_token_rows_are_looked_up_inside_the_pass_and_their_mask_rows_copied_once():
+    """A decoding pass sends ids and the adapter's mask embeddings: the pass looks the ids up and takes each group's
+    masks in turn from the table, which is copied again only for other mask embeddings or after a pass given as
+    embeddings."""
+    from bita.runtime.padded import PassBuffers
+
+    buffers = PassBuffers.make(8, 16, hidden_size=2, dtype=torch.float32, device=torch.device("cpu"))
+    embedding = torch.arange(20.0).view(10, 2)
+    masks = torch.tensor([[-1.0, -1.0], [-2.0, -2.0]])
+    rows = TokenRows(torch.tensor([4, 9]), masks, groups=2)  # 2 + 2 x 2 rows, 2 padding
+    allowed = torch.ones(6, 6, dtype=torch.bool)
+    buffers.fill(0, rows, torch.arange(6), allowed)
+    expected = torch.cat([embedding[[4, 9]], masks, masks, torch.zeros(2, 2)])
+    assert buffers.inputs(embedding).equal(expected)
+    buffers.table[0] = 7.0  # a stale table would show
+    buffers.fill(6, rows, torch.arange(6), allowed)
+    assert buffers.inputs(embedding)[2].eq(7).all()  # the same masks: not copied again
+    buffers.fill(0, TokenRows(torch.tensor([1]), masks.clone(), groups=1), torch.arange(3), allowed[:3, :3])
+    assert buffers.inputs(embedding)[:4].equal(torch.cat([embedding[[1]], masks, torch.zeros(1, 2)]))
+    buffers.fill(0, torch.ones(1, 2), torch.arange(1), allowed[:1, :1])
+    buffers.fill(0, rows, torch.arange(6), allowed)
+    assert buffers.inputs(embedding).equal(expected)  # after a pass given as embeddings: copied again
 
 
 def test_a_pass_waits_for_the_last_copy_of_its_host_buffer_before_rewriting_it():
@@ -292,10 +318,10 @@ def test_a_pass_waits_for_the_last_copy_of_its_host_buffer_before_rewriting_it()
     class CopyInFlight:
         @staticmethod
         def synchronize():
-            host_positions_when_waited.append(buffers.host_arrays[0].tolist())
+            host_positions_when_waited.append(buffers.host_arrays.positions.tolist())
     buffers.sent = CopyInFlight()
     buffers.fill(1, torch.ones(1, 3), torch.tensor([6]), torch.ones(1, 2, dtype=torch.bool))
-    assert host_positions_when_waited == [[5, 0]] and buffers.views()[0].tolist() == [6, 0]
+    assert host_positions_when_waited == [[5, 0]] and buffers.views().positions.tolist() == [6, 0]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
