@@ -6,13 +6,13 @@ as CUDA graphs) with its compute stubbed, so the host's work is all there is; th
 overlapped loop (``Decoding.overlap``) with ``--tree`` plus an n-gram chain, greedy. Each step is stamped where the
 verdict's read returns and where the next pass's compute would start (``PaddedLean._run``); the segments between are
 named by further stamps (settling, the chains' look-ups, the candidates, the layout, staging), medians in us a step.
-The aten operations between read and replay are counted too, by name, in a run of their own: torch's work on tensors,
-GPU launches among them, but also views and the C++ steps of each ``.numpy()`` (detach, resolve_conj, resolve_neg and a
-``to``), and none of numpy's own work. Times move
-1.5x between processes on a shared VM: compare commits in one process, the two alternating (``measure`` is reusable
-for that: benchmarks/results/cpu-2vcpu-xeon-6-207/exposed-host/inproc_ab.py).
-On a GPU machine this is its host CPU; elsewhere this CPU, which is slower or faster than a GPU's host: name it with
-the figures. Only the segments' order of size carries over; torch's launches cost more on a GPU than a CPU's ops.
+The aten operations between read and replay are counted too, by name, in a run of their own: torch's work on
+tensors, GPU launches among them, but also views and the C++ steps of each ``.numpy()`` (detach, resolve_conj,
+resolve_neg and a ``to``), and none of numpy's own work. Times move 1.5x between processes on a shared VM: compare
+two ways in one process, alternating (``measure`` is reusable for that:
+benchmarks/results/cpu-2vcpu-xeon-6-207/exposed-host/token_rows_ab.py). On a GPU machine this is its host CPU;
+elsewhere this CPU, which is slower or faster than a GPU's host: name it with the figures. Only the segments' order
+of size carries over; torch's launches cost more on a GPU than a CPU's ops.
 
     PYTHONPATH=. .venv/bin/python benchmarks/exposed_host.py [--steps 400] [--tree efficient:6,5,3] [--ngram 4]
 """
