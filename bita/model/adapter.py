@@ -166,7 +166,7 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
         same tensor pass after pass while the embeddings stay as they are (their version counter, storage and dtype:
         an optimiser's or a load's in-place write, or a move, makes it again), so a padded pass's table copies it
         once (padded.PassBuffers); where autograd records, made each call, so that gradients reach the
-        embeddings."""
+        embeddings. A write through ``.data`` bumps no version counter: write under ``torch.no_grad()`` instead."""
         embeddings = self.mask_embeddings
         if torch.is_grad_enabled() and embeddings.requires_grad:
             return embeddings[:n_masks].to(device, dtype)
@@ -208,10 +208,11 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
         with torch.no_grad():
             keys, values = self.deep_prompts()
         plain = type(self)(dataclasses.replace(self.config, prompt_reparam=0))
-        plain.mask_embeddings.data.copy_(self.mask_embeddings.detach())
-        for target, source in ((plain.prompt_keys, keys), (plain.prompt_values, values)):
-            for parameter, value in zip(target, source):
-                parameter.data.copy_(value)
+        with torch.no_grad():  # in-place writes that bump the version counters (``.data``'s would not: mask_rows)
+            plain.mask_embeddings.copy_(self.mask_embeddings)
+            for target, source in ((plain.prompt_keys, keys), (plain.prompt_values, values)):
+                for parameter, value in zip(target, source):
+                    parameter.copy_(value)
         return plain.to(self.mask_embeddings.device)
 
     def prompt_cache(self, model: nn.Module, batch: int, dtype: torch.dtype,

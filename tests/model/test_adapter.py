@@ -62,6 +62,9 @@ def test_mask_rows_are_made_once_and_again_after_the_embeddings_change(tiny):
         stepped = adapter.mask_rows(2, torch.bfloat16, cpu)
     assert torch.equal(stepped, adapter.mask_embeddings.detach()[:2].to(torch.bfloat16))
     assert not torch.equal(stepped, rows)
+    with torch.no_grad():  # an in-place write of the user's own (how folded() writes too)
+        adapter.mask_embeddings.mul_(2)
+        assert torch.equal(adapter.mask_rows(2, torch.float32, cpu), adapter.mask_embeddings[:2])
     adapter.mask_embeddings.grad = None
     (2 * adapter.mask_rows(2, torch.float32, cpu)).sum().backward()
     assert torch.equal(adapter.mask_embeddings.grad[:2], torch.full((2, tiny.config.hidden_size), 2.0))
