@@ -94,6 +94,15 @@ def random_prompts(count: int, seed: int, low: int = 3, high: int = 40) -> list[
     return [torch.randint(3, VOCAB, (int(n),), generator=generator).tolist() for n in lengths]
 
 
+def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Tensor:
+    """A random tree pass's [rows, cached + rows] mask: each row sees the cache, itself and some rows before it
+    (the first slot always: every token of a pass sees its context's first token)."""
+    new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
+    allowed = torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
+    allowed[:, 0] = True
+    return allowed
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Run a module's many tiny passes on one thread: on a busy 2-core machine, two intra-op

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .sources import CORPUS, MASK, NGRAM, joint
 from .tree import EMPTY_TREE, ROOT, DraftTree, TreeNode
@@ -74,5 +75,12 @@ def build_trie(masks: DraftTree, mask_tokens: Sequence[Sequence[int]] | None, ng
             group = ngram_groups == GROUPS_ALL or (ngram_groups == GROUPS_LAST and depth == len(chain))
             parent = add(parent, int(token), depth, NGRAM_RANK, group, source)
     shape = tuple(nodes)
-    tree = masks if shape == masks.nodes else DraftTree(shape) if shape else EMPTY_TREE
+    tree = masks if shape == masks.nodes else trie_shape(shape) if shape else EMPTY_TREE
     return PassTrie(tree, tuple(tokens), tuple(sources))
+
+
+@lru_cache(maxsize=1024)
+def trie_shape(nodes: tuple[TreeNode, ...]) -> DraftTree:
+    """The one DraftTree of these nodes: a shape that recurs pass after pass keeps what it computed once (its
+    children and groups, and its layout in masks.decode_layout's cache, found by identity)."""
+    return DraftTree(nodes)

@@ -30,6 +30,7 @@ from torch import nn
 from . import native
 from .exact_attention import ExactLayout, exact_attention, exact_layout
 from .kernel_plan import STOCK, KernelPlan, PlannedLinear, Product
+from .native_stack import NativeStack
 from .static_kv import CachePool, StaticKV
 
 # attend(layer, q, keys, values): a layer's attention of the pass's rows, q [R, heads, head_dim] (rotated), over
@@ -198,6 +199,7 @@ class LeanLlama:
             self.heads, self.kv_heads, self.head_dim, self.dtype) is None
         self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
                                                  self.device))
+        self.stack = NativeStack.of(self)  # the stack in one native call a pass, where every product is native
 
     @property
     def kind(self) -> str:
@@ -241,26 +243,36 @@ class LeanLlama:
         [R, length + R] bool: which slots each row sees; the first ``ordinary`` rows are tokens, the rest
         mask rows. Returns final-norm hidden states [R, H].
 
-        Row-invariant: every row attends by native.py's attention (``native``), else the token rows by
-        ``exact_attention`` and the mask rows by SDPA; a linear pads a pass of fewer rows than its kernel's floor
-        (kernel_plan.row_floor)."""
+        Row-invariant: every row attends by native.py's attention (``native``; the whole stack one native call
+        where every product is native too: ``stack``), else the token rows by ``exact_attention`` and the mask rows
+        by SDPA; a linear pads a pass of fewer rows than its kernel's floor (kernel_plan.row_floor)."""
         rows = embeds.shape[0]
         exact = exact_layout(allowed, ordinary, cache.base, self.heads // self.kv_heads, self.device) \
             if ordinary and not self.native else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
-        if self.native:
-            def attend(layer, q, keys, values):
-                return native.attend(q, *cache.buffers(layer), allowed)
-        elif exact is None:
-            attend = self.sdpa(allowed)
+        if self.native and self.stack is not None:
+            hidden = self.stack.run(embeds, *self.rotary_rows(positions), allowed, cache)
         else:
-            def attend(layer, q, keys, values):
-                return self.attend_exact(q, keys, values, exact, cache.buffers(layer))
-        ops = native if self.native else TorchOps
-        hidden = self.run_layers(embeds, self.rotated_store(positions, cache.append, ops), attend, ops)
+            ops = native if self.native else TorchOps
+            hidden = self.run_layers(embeds, self.rotated_store(positions, cache.append, ops),
+                                     self.attention(cache, allowed, exact), ops)
         cache.advance(rows)
         return hidden
+
+    def attention(self, cache: StaticKV, allowed: torch.Tensor, exact: ExactLayout | None) -> Attend:
+        """How ``forward``'s rows attend under allowed [R, length + R]: natively (``native``), else by SDPA, the token
+        rows by ``exact_attention`` where ``exact`` lays them out."""
+        if self.native:
+            return lambda layer, q, keys, values: native.attend(q, *cache.buffers(layer), allowed)
+        if exact is None:
+            return self.sdpa(allowed)
+        return lambda layer, q, keys, values: self.attend_exact(q, keys, values, exact, cache.buffers(layer))
+
+    def rotary_rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [R, head_dim] of rows at ``positions`` [R] (``grow_rotary`` first)."""
+        positions = positions.to(self.device)
+        return self.cos[positions], self.sin[positions]
 
     def rotated_store(self, positions: torch.Tensor,
                       write: Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
@@ -268,8 +280,7 @@ class LeanLlama:
         """A ``Store`` for rows at ``positions`` [R] (``grow_rotary`` first): ``ops.rotate_`` on the queries and keys
         in place, then ``write(layer, keys, values)`` of the keys and values [1, kv_heads, R, head_dim], which
         returns the keys and values [1, kv_heads, K, head_dim] to attend over."""
-        positions = positions.to(self.device)
-        cos, sin = self.cos[positions], self.sin[positions]  # [R, d]
+        cos, sin = self.rotary_rows(positions)
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         q_size, kv_size = heads * dim, kv_heads * dim
 

@@ -13,7 +13,8 @@ row costs; it is compiled into the library only where the compiler's -march=nati
 Linux grants the process the tiles (``amx_unavailable`` says why not, in one line).
 
 native_layer.c does a layer's elementwise work (RMSNorm, rotary, SiLU x up) in one call each, and a linear adds
-the residual as it stores its output.
+the residual as it stores its output. native_stack.c calls them all, layer after layer, for a whole pass
+(native_stack.py).
 
 native_attention.c gives each row the attention of its visible cache slots taken in slot order (its logical keys:
 the same sequence for a row in an AR pass and in a tree pass), with every sum in an order fixed by that sequence;
@@ -56,7 +57,7 @@ from ..package_data import cache_root
 from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c"))
+                for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c", "native_stack.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
 AMX_DTYPES = (torch.bfloat16,)
@@ -208,6 +209,8 @@ def _load(target: Path) -> ctypes.CDLL:
             getattr(library, name).argtypes = [pointer] * 2 + [integer] * 2
     for name in ("bita_attend_bf16", "bita_attend_f32"):
         getattr(library, name).argtypes = [pointer] * 5 + [integer] * 6 + [ctypes.c_float, integer]
+    library.bita_stack.argtypes = [pointer] + [integer] * 3 + [pointer] * 5 + [integer, pointer] + [integer] * 8 + \
+        [ctypes.c_float] * 2 + [integer]
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
     library.bita_isa.restype = ctypes.c_char_p
     return library

@@ -3,7 +3,7 @@ and transformers' path kept for what it does not support."""
 
 import pytest
 import torch
-from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model
+from conftest import TINY_CONFIGS, assert_lossless, random_prompts, tiny_model, tree_allowed
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from bita.decode.step import new_cache
@@ -31,15 +31,6 @@ def lean_runtime(arch: str, plan: KernelPlan | None = None, attention: str = "na
     runtime.forward.native = attention == "native"
     assert runtime.forward.kind == ("lean+native" if attention == "native" else "lean")
     return runtime
-
-
-def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Tensor:
-    """A random tree pass's [rows, cached + rows] mask: each row sees the cache, itself and some rows before it
-    (the first slot always: every token of a pass sees its context's first token)."""
-    new = (torch.rand(rows, rows, generator=generator) < 0.6).tril() | torch.eye(rows, dtype=torch.bool)
-    allowed = torch.cat([torch.ones(rows, cached, dtype=torch.bool), new], 1)
-    allowed[:, 0] = True
-    return allowed
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
