@@ -17,7 +17,8 @@ too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PAC
 and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here as passes run
 them: on the products the forward really runs (the lean forward's fused QKV and gate/up weights,
 ``Product``), each through ``PlannedLinear``, so a pass of fewer rows than a path's floor is timed padded
-to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass); all the layers' products
+to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass), and the native and AMX paths
+without Python a product (``PlannedLinear.bound``: the lean forward calls them all from C); all the layers' products
 one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of
 ``TIMED_ROWS`` rows, one path at a time (its copies made, timed, dropped: at most one copy of the weights
 beside them). ``plan_from`` keeps one path for the layers and one for the head, each the fastest summed over
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,7 @@ PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, AMX, TRITON)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 REPEATS = 5
-PLAN_VERSION = "v3"  # v3: priced as passes run (fused products, padded to each path's floor)
+PLAN_VERSION = "v4"  # v3: priced as passes run (fused products, padded to each path's floor); v4: native ones bound
 MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
 PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
@@ -170,6 +171,14 @@ class PlannedLinear:
         """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given (``run_path``)."""
         return run_path(self.path, x, self.weight, self.bias, self.copy, self.floor, residual)
 
+    def bound(self, x: torch.Tensor) -> Callable[[], object]:
+        """This linear on x [..., in] as a pass runs it: on the native and AMX paths at floor 1, the C call with its
+        arguments bound once (native.bound_linear: the lean forward's stack calls the kernels from C, native_stack.py,
+        so no Python is paid a product); else this Python call."""
+        if self.path in (NATIVE, AMX) and self.floor == 1:
+            return native.bound_linear(x, self.copy, self.bias, self.weight.shape[0], kernel=self.path)[1]
+        return lambda: self(x)
+
 
 @torch.inference_mode()
 def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None) -> int:
@@ -224,8 +233,10 @@ def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequenc
             times["floors"][name][path] = max(linear.floor for linear in planned)
             inputs = {count: {weight.shape[1]: torch.randn(count, weight.shape[1], dtype=weight.dtype)
                               for weight, _ in products} for count in rows}
-            seconds = median_seconds({count: lambda count=count: [linear(inputs[count][linear.weight.shape[1]])
-                                                                   for linear in planned] for count in rows}, repeats)
+            calls = {count: [linear.bound(inputs[count][linear.weight.shape[1]]) for linear in planned]
+                     for count in rows}
+            seconds = median_seconds({count: lambda count=count: [call() for call in calls[count]] for count in rows},
+                                     repeats)
             for index, count in enumerate(rows):
                 times[name][index][path] = seconds[count]
             del planned  # this path's copies go before the next path's are made

@@ -57,7 +57,8 @@ from ..package_data import cache_root
 from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c", "native_stack.c"))
+                for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c",
+                             "native_stack.c"))
 HEADER = Path(__file__).with_name("native_simd.h")
 DTYPES = (torch.bfloat16, torch.float32)
 AMX_DTYPES = (torch.bfloat16,)
@@ -321,6 +322,16 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
     """x [..., K] (the packed weight's dtype) -> [..., out_features] = x W^T + bias, W the weight ``pack`` packed
     for ``kernel``; with ``residual`` (contiguous, the output's shape) residual + that, the product rounded to the
     dtype first."""
+    out, call = bound_linear(x, packed, bias, out_features, residual, kernel)
+    call()
+    return out
+
+
+def bound_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int,
+                 residual: torch.Tensor | None = None,
+                 kernel: str = "native") -> tuple[torch.Tensor, Callable[[], None]]:
+    """``linear``'s output [..., out_features] (empty) and the C call that fills it, its arguments checked and bound
+    once: each call costs the kernel and ctypes' few us alone (what native_stack.c pays a product, with no ctypes)."""
     spec, shape, dtype = _KERNELS[kernel], x.shape, x.dtype
     if dtype not in spec.dtypes or not x.is_cpu or not shape:
         raise ValueError(f"native.linear ({kernel}) takes x [..., in] in "
@@ -339,13 +350,15 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
     flat = x.reshape(-1, columns).contiguous()
     rows = flat.shape[0]
     out = torch.empty(rows, out_features, dtype=dtype)
-    if rows:
-        bias32 = bias.detach().float().contiguous() if bias is not None else None
-        getattr(_library, spec.linear.format(_suffix(dtype)))(
-            flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
-            residual.data_ptr() if residual is not None else None, out.data_ptr(), rows, out_features, columns,
-            torch.get_num_threads())
-    return out.view(out_shape)
+    if not rows:
+        return out.view(out_shape), lambda: None
+    bias32 = bias.detach().float().contiguous() if bias is not None else None
+    function = getattr(_library, spec.linear.format(_suffix(dtype)))
+    arguments = (flat.data_ptr(), packed.data_ptr(), bias32.data_ptr() if bias32 is not None else None,
+                 residual.data_ptr() if residual is not None else None, out.data_ptr(), rows, out_features, columns,
+                 torch.get_num_threads())
+    # the default holds the tensors whose addresses are bound, alive as long as the call
+    return out.view(out_shape), lambda alive=(flat, bias32, residual, out): function(*arguments)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

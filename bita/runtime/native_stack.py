@@ -72,17 +72,17 @@ class NativeStack:
                              f"and {native._shown(sin)}")
         if kv.shape != (len(lean.layers), 2, lean.kv_heads, cache.capacity, dim) or kv.dtype != dtype \
                 or not kv.is_contiguous() or cache.length + rows > cache.capacity:
-            raise ValueError(f"NativeStack.run: the cache must hold {rows} more slots of this model's layers in {dtype}: "
-                             f"{native._shown(kv)} at length {cache.length}")
+            raise ValueError(f"NativeStack.run: the cache must hold {rows} more slots of this model's layers in "
+                             f"{dtype}: {native._shown(kv)} at length {cache.length}")
         if allowed.dtype != torch.bool or allowed.dim() != 2 or allowed.shape[0] != rows \
                 or allowed.shape[1] > cache.capacity:
             raise ValueError(f"NativeStack.run: allowed must be bool [{rows}, K <= {cache.capacity}], not "
                              f"{native._shown(allowed)}")
         out = torch.empty_like(x)
         failed = native._library.bita_stack(
-            self.addresses.data_ptr(), len(lean.layers), dtype == torch.bfloat16, self.amx, x.data_ptr(), out.data_ptr(),
-            cos.data_ptr(), sin.data_ptr(), allowed.data_ptr(), allowed.shape[1], kv.data_ptr(), cache.capacity,
-            cache.length, rows, self.hidden, lean.heads, lean.kv_heads, dim, self.intermediate, lean.eps, dim ** -0.5,
+            self.addresses.data_ptr(), len(lean.layers), dtype == torch.bfloat16, self.amx, x.data_ptr(),
+            out.data_ptr(), cos.data_ptr(), sin.data_ptr(), allowed.data_ptr(), allowed.shape[1], kv.data_ptr(),
+            cache.capacity, cache.length, rows, self.hidden, lean.heads, lean.kv_heads, dim, self.intermediate, lean.eps, dim ** -0.5,
             torch.get_num_threads())
         if failed:
             raise MemoryError(f"native_stack.c could not allocate its scratch for a pass of {rows} rows")

@@ -1,0 +1,74 @@
+"""A pass of the lean forward with its decoder stack in one native call (native_stack.c) against the same pass with
+the layers' native kernels called one by one from Python (``LeanLlama.run_layers``), in one process, the two ways
+alternating pass by pass (this VM's speed moves 1.5x between processes): the default model (or ``--model``) as
+``load_model`` loads it here, after ``--context`` cached tokens, at each of ``--rows``; each pass's hidden states
+checked bitwise equal both ways. Median ms a pass (25th-75th percentile) and the per-round ratio.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/native_stack.py [--rows 1,2,4,8,16,32,64] [--rounds 15] [--context 300]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from bita.model.loading import load_model
+from bita.plan.costs import quartiles
+from bita.runtime.device import describe_device
+
+
+def spread(values: list[float]) -> str:
+    low, high = quartiles(values)
+    return f"{statistics.median(values):.2f} ({low:.2f}-{high:.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--rows", default="1,2,4,8,16,32,64")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--context", type=int, default=300)
+    args = parser.parse_args()
+    loaded = load_model(args.model) if args.model else load_model()
+    runtime = loaded.runtime
+    lean, stack = runtime.forward, getattr(runtime.forward, "stack", None)
+    print(f"{describe_device(runtime.device)}, {runtime.dtype}, {torch.get_num_threads()} threads; "
+          f"{runtime.forward.describe()}; plan {runtime.plan.describe() if runtime.plan else 'none'}")
+    if stack is None or not lean.native:
+        print("no native stack here: a product is not on the native or AMX path, or attention is not native")
+        return
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(100, 20000, (args.context + 64,), generator=generator)
+    cache = lean.new_cache(rows=args.context + 64)
+    with torch.inference_mode():
+        embeds = runtime.embeddings(ids)
+        lean.forward(cache, embeds[:args.context], torch.arange(args.context),
+                     torch.ones(args.context, args.context, dtype=torch.bool).tril(), args.context)
+
+    def one_pass(rows: int, allowed: torch.Tensor, use_stack: bool) -> tuple[torch.Tensor, float]:
+        lean.stack = stack if use_stack else None
+        cache.length = args.context
+        started = time.perf_counter()
+        with torch.inference_mode():
+            hidden = lean.forward(cache, embeds[args.context:args.context + rows],
+                                  torch.arange(args.context, args.context + rows), allowed, rows)
+        return hidden, 1e3 * (time.perf_counter() - started)
+
+    print("| rows | Python calls, ms | one call, ms | one call / Python calls, per round | bitwise equal |")
+    print("|---:|---:|---:|---:|---|")
+    for rows in map(int, args.rows.split(",")):
+        allowed = torch.ones(rows, args.context + rows, dtype=torch.bool)
+        allowed[:, args.context:] = torch.ones(rows, rows, dtype=torch.bool).tril()
+        equal = torch.equal(one_pass(rows, allowed, False)[0], one_pass(rows, allowed, True)[0])
+        times = {False: [], True: []}
+        for _ in range(args.rounds):
+            for use_stack in (False, True):
+                times[use_stack].append(one_pass(rows, allowed, use_stack)[1])
+        ratios = [one / calls for calls, one in zip(times[False], times[True])]
+        print(f"| {rows} | {spread(times[False])} | {spread(times[True])} | {spread(ratios)} | {equal} |", flush=True)
+    lean.stack = stack
+
+
+if __name__ == "__main__":
+    main()
