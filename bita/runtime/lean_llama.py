@@ -203,10 +203,13 @@ class LeanLlama:
 
     @property
     def kind(self) -> str:
-        return "lean+native" if self.native else "lean"
+        """``lean+native+stack`` where the whole stack runs in one native call, ``lean+native`` where its layers' calls
+        are native from Python, else ``lean``."""
+        return "lean" + ("+native" if self.native else "") + ("+stack" if self.native and self.stack else "")
 
     def describe(self) -> str:
-        return "lean forward, static KV cache" + (", native layers and attention" if self.native else "")
+        return "lean forward, static KV cache" + (", native layers and attention" if self.native else "") + (
+            " in one native call a pass" if self.native and self.stack else "")
 
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,

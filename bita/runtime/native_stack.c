@@ -2,8 +2,8 @@
  * arguments, that lean_llama.py's run_layers calls them from Python on the native path (RMSNorm, the fused Q/K/V
  * product, rotary, the cache write, attention, the O product adding the residual, RMSNorm, the gate/up product,
  * SiLU x up, the down product adding the residual, the next RMSNorm), so a row's bits are the same either way; only
- * the ~300 Python calls a pass and their checks are gone (about 6 ms of a 21 ms one-row pass of the default model
- * on a 2-vCPU Xeon). native_stack.py checks the arguments once a pass. */
+ * the ~300 Python calls a pass, their checks and the OpenMP threads' sleep between them are gone (a one-row pass of
+ * the default model: 12.0 ms instead of 23.5 on a 2-vCPU Xeon). native_stack.py checks the arguments once a pass. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

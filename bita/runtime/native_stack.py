@@ -1,16 +1,22 @@
 """A lean forward's decoder stack in one native call a pass (native_stack.c), where every linear runs on the native or
 the AMX kernel: the same kernels on the same arguments, in the same order, as ``LeanLlama.run_layers`` calls them one
-by one on the native path (so the same bits), without the ~300 Python calls a pass (each with its checks, views and
-allocations: about 6 ms of a 21 ms one-row pass of SmolLM2-135M on a 2-vCPU Xeon, the same for a pass of 16 rows).
-Its checks run once a pass, here."""
+by one on the native path (so the same bits), without the ~300 Python calls a pass, each with its checks, views and
+allocation, between which the OpenMP threads fall asleep (a one-row pass of SmolLM2-135M after 300 cached on a 2-vCPU
+Xeon of family 6 model 207: 12.0 ms instead of 23.5; benchmarks/native_stack.py). Its checks run once a pass, here."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import native
 from .kernel_plan import AMX, NATIVE, PlannedLinear
 from .static_kv import StaticKV
+
+if TYPE_CHECKING:
+    from .lean_llama import LeanLlama
+
 
 def _address(tensor: torch.Tensor | None) -> int:
     return tensor.data_ptr() if tensor is not None else 0
@@ -22,7 +28,7 @@ class NativeStack:
     (a product: its weight as ``native.pack`` packed it; a bias: a float32 copy kept here, or 0), then the final
     norm's; one kernel (``kernel``: native or AMX) for every product."""
 
-    def __init__(self, lean, kernel: str):
+    def __init__(self, lean: LeanLlama, kernel: str):
         self.lean, self.amx = lean, kernel == AMX
         self.biases = []  # float32 copies of the biases, the C code reads them
         addresses = []
@@ -40,7 +46,7 @@ class NativeStack:
         self.hidden = lean.norm.shape[0]
 
     @classmethod
-    def of(cls, lean) -> NativeStack | None:
+    def of(cls, lean: LeanLlama) -> NativeStack | None:
         """The stack of ``lean`` where native_stack.c can run it (None: its attention is not native, or a linear runs
         on another path or pads rows to a floor above 1, or its norms are not contiguous in the model's dtype)."""
         if not lean.native:
