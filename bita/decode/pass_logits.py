@@ -20,7 +20,7 @@ from ..runtime.runtime import Runtime
 from .device_walk import on_device, queue_walk
 from .masks import PassLayout
 from .sampling import Sampling
-from .verify import RowNoise, Verification, verify_greedy, verify_sampling
+from .verify import RowNoise, Verification, argmaxes, verify_greedy, verify_sampling
 
 # A second LM-head call reads the head's weights again; on a 2-core CPU that costs about as
 # much as 16 more rows in the first call (measured), so groups adding more rows get their own call.
@@ -100,7 +100,7 @@ def walk_on_host(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: D
                  sampling: Sampling, noise: RowNoise | None) -> tuple[Verification, Drafts | None]:
     """``queue_judgement``'s verdict and drafts by the walk in Python (verify.py), reading the rows it reaches."""
     if sampling.greedy:
-        verdict = verify_greedy(trie.tree, trie.tokens, logits.verified.argmax(-1).tolist())
+        verdict = verify_greedy(trie.tree, trie.tokens, argmaxes(logits.verified))
     else:
         verdict = verify_sampling(trie.tree, trie.tokens, logits.verified, sampling, noise)
     carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)

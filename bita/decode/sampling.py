@@ -30,7 +30,7 @@ from operator import mul
 import torch
 
 from ..errors import BitaError
-from ..runtime.device import to_device
+from ..runtime.device import first_argmax, to_device
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 10.0
 MAX_SEED = 2**63 - 1
@@ -305,13 +305,13 @@ class RaceNoise:
 def race_winner(probs: torch.Tensor, noise: torch.Tensor) -> int:
     """argmax(probs / noise) for probs [V] float32 and noise [V] on one device: with ``noise`` the
     vector ``torch.multinomial(probs, 1)`` would draw, the token it returns (ties: the first)."""
-    return int(torch.argmax(probs / noise))
+    return first_argmax(probs / noise)
 
 
 def next_token(logits: torch.Tensor, sampling: Sampling, noise: RaceNoise | None, position: int = 0) -> int:
     """The token AR decoding emits at sequence ``position`` after a row of logits [V]: the argmax, or
     the race winner of p with that position's vector (greedy: ``noise`` None, ``position`` unused)."""
     if sampling.greedy:
-        return int(logits.argmax())
+        return first_argmax(logits)
     probs = target_probs(logits[None], sampling)[0]
     return race_winner(probs, noise.vector(position, probs.shape[-1]).to(probs.device))

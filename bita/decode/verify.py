@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from ..drafts.tree import ROOT, DraftTree
+from ..runtime.device import first_argmax
 from .sampling import RaceNoise, Sampling, race_winner, target_probs
 
 # (the current node or ROOT, its children in rank order) -> the accepted child, or None to stop.
@@ -81,22 +82,36 @@ def per_position(noise: RaceNoise, tree: DraftTree, first: int) -> RowNoise:
     return lambda row, size: noise.vector(first + (tree.nodes[row - 1].depth if row else 0), size)
 
 
-class RaceWinners:
-    """The race winner of each verified row, computed when first asked (the walk reads only the rows
-    it reaches): ``winners[row]`` = argmax(p_row / E_row), p_row the warped distribution of
-    logits [1 + size, V] row ``row`` (as AR computes it, one row at a time) and E_row = noise(row, V)."""
+class RowChoices:
+    """The token chosen at each of ``rows`` verified rows, ``choose(row)``, computed when first asked: the walk reads
+    only the rows it reaches (as many as it accepts, and one)."""
 
-    def __init__(self, logits: torch.Tensor, sampling: Sampling, noise: RowNoise):
-        self.logits, self.sampling, self.noise, self.known = logits, sampling, noise, {}
+    def __init__(self, rows: int, choose: Callable[[int], int]):
+        self.rows, self.choose, self.known = rows, choose, {}
 
     def __len__(self) -> int:
-        return self.logits.shape[0]
+        return self.rows
 
     def __getitem__(self, row: int) -> int:
         if row not in self.known:
-            probs = target_probs(self.logits[row][None], self.sampling)[0]
-            self.known[row] = race_winner(probs, self.noise(row, probs.shape[-1]).to(probs.device))
+            self.known[row] = self.choose(row)
         return self.known[row]
+
+
+def argmaxes(logits: torch.Tensor) -> RowChoices:
+    """Each row's argmax of logits [1 + size, V] (the first of equal maxima, as over all rows at once), a row at a
+    time when the walk reaches it."""
+    return RowChoices(logits.shape[0], lambda row: first_argmax(logits[row]))
+
+
+def race_winners(logits: torch.Tensor, sampling: Sampling, noise: RowNoise) -> RowChoices:
+    """Each row's race winner, argmax(p_row / E_row): p_row the warped distribution of logits [1 + size, V] row
+    ``row`` (as AR computes it, one row at a time) and E_row = noise(row, V), a row at a time when the walk reaches
+    it."""
+    def winner(row: int) -> int:
+        probs = target_probs(logits[row][None], sampling)[0]
+        return race_winner(probs, noise(row, probs.shape[-1]).to(probs.device))
+    return RowChoices(logits.shape[0], winner)
 
 
 def verify_sampling(tree: DraftTree, candidate_tokens: Sequence[int], logits: torch.Tensor, sampling: Sampling,
@@ -108,7 +123,7 @@ def verify_sampling(tree: DraftTree, candidate_tokens: Sequence[int], logits: to
     number back a row). noise: each row's race vector, ``per_position`` of the request's noise (a
     test passes a wrong coupling to see the identity with AR fail).
     """
-    return verify_greedy(tree, candidate_tokens, RaceWinners(logits, sampling, noise))
+    return verify_greedy(tree, candidate_tokens, race_winners(logits, sampling, noise))
 
 
 def shared_prefix(chain: Sequence[int], truth: Sequence[int]) -> int:
