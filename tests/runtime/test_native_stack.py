@@ -25,6 +25,21 @@ def model_of(arch: str) -> torch.nn.Module:
     return model
 
 
+def load_build(march: str, monkeypatch, folder) -> None:
+    """This process on the native library built with ``-march=march`` in ``folder`` ("native": the one it has), as
+    a machine of that kind runs it; put back after the test."""
+    if march == "native":
+        return
+    if march == "haswell" and "avx2" not in native.cpu_info().get("flags", "").split():
+        pytest.skip("no AVX2 here")
+    monkeypatch.delenv(native.SWITCH, raising=False)
+    for name in ("_library", "_limits", "_failure", "_amx_failure"):
+        monkeypatch.setattr(native, name, None)
+    monkeypatch.setattr(native, "FLAGS", tuple(f"-march={march}" if flag == "-march=native" else flag
+                                               for flag in native.FLAGS))
+    native.unavailable(folder)
+
+
 def lean_on(arch: str, dtype: torch.dtype, kernel: str) -> LeanLlama:
     why = native.unavailable() or (native.amx_unavailable() if kernel == AMX else None)
     if why:
@@ -34,12 +49,16 @@ def lean_on(arch: str, dtype: torch.dtype, kernel: str) -> LeanLlama:
     return LeanLlama(model_of(arch).to(dtype), KernelPlan(kernel, kernel))
 
 
+@pytest.mark.parametrize("march", ["native", "haswell"])
 @pytest.mark.parametrize("kernel", [NATIVE, AMX])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("arch", [*LEAN_TYPES, "llama-biases"])
-def test_the_stack_in_one_call_is_the_layers_called_one_by_one(arch, dtype, kernel):
+def test_the_stack_in_one_call_is_the_layers_called_one_by_one(arch, dtype, kernel, march, monkeypatch,
+                                                               tmp_path_factory):
     """A prompt, then passes of 1..20 rows under tree masks after 0..~45 cached slots: the same hidden states and the
-    same cache, bit for bit."""
+    same cache, bit for bit; in this machine's build and in the AVX2 one (whose library holds no AMX kernel: the
+    stack's reference to it stays unresolved)."""
+    load_build(march, monkeypatch, tmp_path_factory.getbasetemp() / f"native-{march}")
     lean = lean_on(arch, dtype, kernel)
     stack = lean.stack
     assert stack is not None and stack.amx == (kernel == AMX)
