@@ -103,6 +103,20 @@ def tree_allowed(rows: int, cached: int, generator: torch.Generator) -> torch.Te
     return allowed
 
 
+def forget_native(monkeypatch, march: str | None = None) -> None:
+    """This process as if it had not tried the native kernels yet (the next ``native.unavailable`` builds or loads
+    the library): a new process, for the test; with ``march``, one whose library is built with ``-march=march`` in
+    place of ``-march=native``, as a machine of that kind builds it. Put back after the test."""
+    from bita.runtime import native
+
+    monkeypatch.delenv(native.SWITCH, raising=False)
+    for name in ("_library", "_limits", "_failure", "_amx_failure"):
+        monkeypatch.setattr(native, name, None)
+    if march:
+        monkeypatch.setattr(native, "FLAGS", tuple(f"-march={march}" if flag == "-march=native" else flag
+                                                   for flag in native.FLAGS))
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Run a module's many tiny passes on one thread: on a busy 2-core machine, two intra-op

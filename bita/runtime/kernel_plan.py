@@ -171,11 +171,16 @@ class PlannedLinear:
         """x [..., in] -> [..., out], plus ``residual`` ([..., out]) where given (``run_path``)."""
         return run_path(self.path, x, self.weight, self.bias, self.copy, self.floor, residual)
 
+    @property
+    def called_from_c(self) -> bool:
+        """Whether the lean forward's stack calls this product from C (native_stack.py): on the native or AMX path,
+        no row padded to a floor."""
+        return self.path in (NATIVE, AMX) and self.floor == 1
+
     def bound(self, x: torch.Tensor) -> Callable[[], object]:
-        """This linear on x [..., in] as a pass runs it: on the native and AMX paths at floor 1, the C call with its
-        arguments bound once (native.bound_linear: the lean forward's stack calls the kernels from C, native_stack.py,
-        so no Python is paid a product); else this Python call."""
-        if self.path in (NATIVE, AMX) and self.floor == 1:
+        """This linear on x [..., in] as a pass runs it: where ``called_from_c``, the C call with its arguments bound
+        once (native.bound_linear: no Python is paid a product); else this Python call."""
+        if self.called_from_c:
             return native.bound_linear(x, self.copy, self.bias, self.weight.shape[0], kernel=self.path)[1]
         return lambda: self(x)
 

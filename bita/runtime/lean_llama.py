@@ -205,11 +205,16 @@ class LeanLlama:
     def kind(self) -> str:
         """``lean+native+stack`` where the whole stack runs in one native call, ``lean+native`` where its layers' calls
         are native from Python, else ``lean``."""
-        return "lean" + ("+native" if self.native else "") + ("+stack" if self.native and self.stack else "")
+        return "lean" + ("+native" if self.native else "") + ("+stack" if self.one_call else "")
+
+    @property
+    def one_call(self) -> NativeStack | None:
+        """The stack that runs a pass in one native call (``stack``, while attention is native), else None."""
+        return self.stack if self.native else None
 
     def describe(self) -> str:
         return "lean forward, static KV cache" + (", native layers and attention" if self.native else "") + (
-            " in one native call a pass" if self.native and self.stack else "")
+            " in one native call a pass" if self.one_call else "")
 
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,
@@ -254,8 +259,8 @@ class LeanLlama:
             if ordinary and not self.native else None
         cache.reserve(max(rows, exact.region_end - cache.length if exact else 0))
         self.grow_rotary(int(positions.max()) + 1)
-        if self.native and self.stack is not None:
-            hidden = self.stack.run(embeds, *self.rotary_rows(positions), allowed, cache)
+        if self.one_call is not None:
+            hidden = self.one_call.run(embeds, *self.rotary_rows(positions), allowed, cache)
         else:
             ops = native if self.native else TorchOps
             hidden = self.run_layers(embeds, self.rotated_store(positions, cache.append, ops),

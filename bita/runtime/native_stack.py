@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import native
-from .kernel_plan import AMX, NATIVE, PlannedLinear
+from .kernel_plan import AMX, PlannedLinear
 from .static_kv import StaticKV
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ class NativeStack:
         self.lean, self.amx = lean, kernel == AMX
         self.biases = []  # float32 copies of the biases, the C code reads them
         addresses = []
-        for norm, qkv, out, norm_post, gate_up, down in lean.layers:
-            for part in (norm, qkv, out, norm_post, gate_up, down):
+        for layer in lean.layers:  # (norm, Q/K/V, O, norm, gate/up, down)
+            for part in layer:
                 if isinstance(part, PlannedLinear):
                     bias = part.bias.detach().float().contiguous() if part.bias is not None else None
                     self.biases.append(bias)
@@ -54,7 +54,7 @@ class NativeStack:
         linears = [part for layer in lean.layers for part in layer if isinstance(part, PlannedLinear)]
         norms = [part for layer in lean.layers for part in layer if not isinstance(part, PlannedLinear)] + [lean.norm]
         kernels = {linear.path for linear in linears}
-        if len(kernels) != 1 or not kernels <= {NATIVE, AMX} or any(linear.floor != 1 for linear in linears):
+        if len(kernels) != 1 or not all(linear.called_from_c for linear in linears):
             return None
         if any(norm.dtype != lean.dtype or not norm.is_contiguous() for norm in norms):
             return None
@@ -88,8 +88,8 @@ class NativeStack:
         failed = native._library.bita_stack(
             self.addresses.data_ptr(), len(lean.layers), dtype == torch.bfloat16, self.amx, x.data_ptr(),
             out.data_ptr(), cos.data_ptr(), sin.data_ptr(), allowed.data_ptr(), allowed.shape[1], kv.data_ptr(),
-            cache.capacity, cache.length, rows, self.hidden, lean.heads, lean.kv_heads, dim, self.intermediate, lean.eps, dim ** -0.5,
-            torch.get_num_threads())
+            cache.capacity, cache.length, rows, self.hidden, lean.heads, lean.kv_heads, dim, self.intermediate,
+            lean.eps, dim ** -0.5, torch.get_num_threads())
         if failed:
             raise MemoryError(f"native_stack.c could not allocate its scratch for a pass of {rows} rows")
         return out

@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import forget_native
 
 from bita.runtime import native
 from bita.runtime.kernel_plan import NATIVE, row_floor, run_path, weight_copy
@@ -50,16 +51,8 @@ def test_a_rows_result_does_not_depend_on_the_passs_other_rows(dtype):
     assert row_floor(NATIVE, weight, None, copy) == 1
 
 
-def forget(monkeypatch):
-    """This process as if it had not tried the native kernels yet (the next ``unavailable`` builds or loads): a new
-    process, for the test."""
-    monkeypatch.delenv(native.SWITCH, raising=False)
-    for name in ("_library", "_limits", "_failure", "_amx_failure"):
-        monkeypatch.setattr(native, name, None)
-
-
 def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
     assert native.unavailable(tmp_path) == "the native kernel could not be built: no C compiler found (cc, gcc or " \
                                            "clang; or set CC)"
@@ -96,7 +89,7 @@ def test_the_layer_kernels_compute_what_transformers_computes(dtype):
 
 
 def test_the_switch_turns_them_off(monkeypatch, tmp_path):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.unavailable(tmp_path) == "the native kernels are off (BITA_NATIVE=0)"
     assert native.amx_unavailable() == "the native kernels are off (BITA_NATIVE=0)"  # the AMX kernel with them
@@ -106,7 +99,7 @@ def test_the_switch_turns_them_off(monkeypatch, tmp_path):
 
 def test_the_library_goes_to_a_private_folder_of_the_bita_cache(monkeypatch, tmp_path):
     """No folder given (a caller without a plan file): the cache's native/, created with mode 0o700."""
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setenv("BITA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
     assert native.unavailable().endswith("no C compiler found (cc, gcc or clang; or set CC)")
@@ -115,7 +108,7 @@ def test_the_library_goes_to_a_private_folder_of_the_bita_cache(monkeypatch, tmp
 
 @pytest.mark.parametrize("unsafe", ["writable", "foreign"])
 def test_a_folder_others_may_write_to_is_refused_in_one_line(monkeypatch, tmp_path, unsafe):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     folder = tmp_path / "native"
     folder.mkdir()
     folder.chmod(0o777 if unsafe == "writable" else 0o700)
@@ -145,7 +138,7 @@ def test_the_name_changes_with_the_sources_the_flags_and_the_cpu(monkeypatch, tm
 @needs_native
 def test_a_cached_library_loads_without_a_compiler_and_one_of_other_sources_never(monkeypatch, tmp_path):
     built = native._library
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     folder = tmp_path / "native"
     folder.mkdir(mode=0o700)
     shutil.copy(built._name, folder / f"native-{native._digest()}.so")
@@ -155,7 +148,7 @@ def test_a_cached_library_loads_without_a_compiler_and_one_of_other_sources_neve
     weight, x = torch.randn(33, 7), torch.randn(3, 7)
     torch.testing.assert_close(native.linear(x, native.pack(weight), None, 33), F.linear(x, weight))
 
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     edited = tmp_path / native.SOURCES[0].name
     edited.write_bytes(native.SOURCES[0].read_bytes() + b"\n/* edited */\n")
     monkeypatch.setattr(native, "SOURCES", (edited, *native.SOURCES[1:]))
@@ -171,7 +164,7 @@ def fake_compiler(folder, body):
 
 
 def test_a_failed_compile_says_its_error_line_and_is_not_retried(monkeypatch, tmp_path):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     compiler = fake_compiler(tmp_path, 'echo "In file included from x.c:1:" >&2\necho "x.c:2: error: boom" >&2\n'
                                        'echo "1 error generated." >&2\nexit 1')
     monkeypatch.setenv("CC", str(compiler))
@@ -182,23 +175,23 @@ def test_a_failed_compile_says_its_error_line_and_is_not_retried(monkeypatch, tm
                    f"(remembered in {marker}: delete it to retry)")
     assert marker.is_file() and (tmp_path / "calls").read_text().count("run") == 1
 
-    forget(monkeypatch)  # a new process
+    forget_native(monkeypatch)  # a new process
     assert native.unavailable(folder) == why
     assert (tmp_path / "calls").read_text().count("run") == 1  # not run again
 
     marker.unlink()
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     assert native.unavailable(folder) == why
     assert (tmp_path / "calls").read_text().count("run") == 2  # retried once the marker is gone
 
 
 def test_another_compiler_retries_a_remembered_failure(monkeypatch, tmp_path):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "exit 1")))
     folder = tmp_path / "native"
     assert native.unavailable(folder).endswith("fake-cc failed: exit status 1 (remembered in "
                                                f"{folder / f'native-{native._digest()}.failed'}: delete it to retry)")
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "echo warning: a new version >&2\nexit 2")))
     assert native.unavailable(folder).endswith("fake-cc failed: warning: a new version (remembered in "
                                                f"{folder / f'native-{native._digest()}.failed'}: delete it to retry)")
@@ -206,7 +199,7 @@ def test_another_compiler_retries_a_remembered_failure(monkeypatch, tmp_path):
 
 
 def test_a_compile_that_hangs_is_stopped(monkeypatch, tmp_path):
-    forget(monkeypatch)
+    forget_native(monkeypatch)
     monkeypatch.setenv("CC", str(fake_compiler(tmp_path, "sleep 60")))
     monkeypatch.setattr(native, "COMPILE_TIMEOUT", 0.5)
     folder = tmp_path / "native"
@@ -347,9 +340,7 @@ def test_native_attention_of_each_isa_build(monkeypatch, tmp_path, march):
     checks as above (their sums are in another order than this machine's native build: each is checked on its own)."""
     if march == "skylake-avx512" and "avx512f" not in native.cpu_info().get("flags", "").split():
         pytest.skip("no AVX-512 here")
-    forget(monkeypatch)
-    monkeypatch.setattr(native, "FLAGS", tuple(f"-march={march}" if flag == "-march=native" else flag
-                                               for flag in native.FLAGS))
+    forget_native(monkeypatch, march)
     assert native.unavailable(tmp_path / "native") is None
     assert native.describe().startswith("avx2" if march == "haswell" else "avx512 (")
     for dtype in DTYPES:

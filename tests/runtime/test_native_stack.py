@@ -3,7 +3,7 @@ kernels give when Python calls them one by one (LeanLlama.run_layers), the cache
 
 import pytest
 import torch
-from conftest import COMMON, tiny_model, tree_allowed
+from conftest import COMMON, forget_native, tiny_model, tree_allowed
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bita.runtime import native
@@ -32,11 +32,7 @@ def load_build(march: str, monkeypatch, folder) -> None:
         return
     if march == "haswell" and "avx2" not in native.cpu_info().get("flags", "").split():
         pytest.skip("no AVX2 here")
-    monkeypatch.delenv(native.SWITCH, raising=False)
-    for name in ("_library", "_limits", "_failure", "_amx_failure"):
-        monkeypatch.setattr(native, name, None)
-    monkeypatch.setattr(native, "FLAGS", tuple(f"-march={march}" if flag == "-march=native" else flag
-                                               for flag in native.FLAGS))
+    forget_native(monkeypatch, march)
     native.unavailable(folder)
 
 
