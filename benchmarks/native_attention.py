@@ -61,7 +61,9 @@ def main() -> None:
     candidates = {"exact_attention": None, "native": native.attend}
     if args.against:
         candidates[Path(args.against).name] = other_library(args.against)
-    print(f"{args.dtype}, {torch.get_num_threads()} threads, native {native.describe()}\n")
+    tiles = native.attention_on_tiles(64, dtype)
+    print(f"{args.dtype}, {torch.get_num_threads()} threads, native {native.describe()}"
+          f"{', attention on AMX tiles' if tiles else ''}\n")
     print("| cached | rows | " + " | ".join(f"{name} us" for name in candidates) + " | "
           + " | ".join(f"{name} / native" for name in candidates if name != "native") + " | largest difference |")
     print("|---:" * (2 + 2 * len(candidates)) + "|")

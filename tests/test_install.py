@@ -89,7 +89,7 @@ def test_the_wheel_holds_the_packages_and_their_assets_only(installed):
     assert {name.split("/")[0] for name in names} == {"bita", "viz", wheel.name.split("-py3")[0] + ".dist-info"}
     assert "bita/assets/adapters/SmolLM2-135M-Instruct-bita/bita_adapter.safetensors" in names
     assert "bita/assets/data/sharegpt-smollm2/samples.npz" in names  # the corpus chain's default texts
-    native_files = {f"bita/runtime/{path.name}" for path in (*native.SOURCES, native.HEADER)}  # built where it runs
+    native_files = {f"bita/runtime/{path.name}" for path in (*native.SOURCES, *native.HEADERS)}  # built where it runs
     assert {"bita/assets/app.js", "bita/assets/app.css", *native_files} <= set(names)
     assert not any(name.endswith(".png") or "__pycache__" in name for name in names)  # no screenshots
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()

@@ -197,6 +197,7 @@ class LeanLlama:
         self.dtype, self.device = self.norm.dtype, self.norm.device
         self.native = self.device.type == "cpu" and native.attention_unsupported(
             self.heads, self.kv_heads, self.head_dim, self.dtype) is None
+        self.tiles = self.native and native.attention_on_tiles(self.head_dim, self.dtype)  # attention on AMX tiles
         self.caches = CachePool(lambda: StaticKV(len(self.layers), self.kv_heads, self.head_dim, self.dtype,
                                                  self.device))
         self.stack = NativeStack.of(self)  # the stack in one native call a pass, where every product is native
@@ -204,8 +205,10 @@ class LeanLlama:
     @property
     def kind(self) -> str:
         """``lean+native+stack`` where the whole stack runs in one native call, ``lean+native`` where its layers' calls
-        are native from Python, else ``lean``."""
-        return "lean" + ("+native" if self.native else "") + ("+stack" if self.one_call else "")
+        are native from Python, else ``lean``; ``+amx-attention`` after ``native`` where attention runs on AMX tiles
+        (other bits, other pass costs)."""
+        return "lean" + ("+native" if self.native else "") + ("+amx-attention" if self.tiles else "") + (
+            "+stack" if self.one_call else "")
 
     @property
     def one_call(self) -> NativeStack | None:
@@ -214,7 +217,7 @@ class LeanLlama:
 
     def describe(self) -> str:
         return "lean forward, static KV cache" + (", native layers and attention" if self.native else "") + (
-            " in one native call a pass" if self.one_call else "")
+            " (attention on AMX tiles)" if self.tiles else "") + (" in one native call a pass" if self.one_call else "")
 
     def new_cache(self, prompts: list[tuple[torch.Tensor, torch.Tensor]] = (), rows: int = 0) -> StaticKV:
         """An empty cache from this forward's pool holding ``prompts`` (per layer, keys and values [1, kv_heads,

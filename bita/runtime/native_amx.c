@@ -21,7 +21,7 @@
  * a residual, y = residual + the product rounded to bf16 first (as torch adds them, as native_linear.c does).
  *
  * Linux grants the tile data state per process (arch_prctl ARCH_REQ_XCOMP_PERM, once, before any tile instruction:
- * bita_amx_enable, which native.py calls before the first pack); the tile configuration is per thread, loaded by
+ * bita_amx_enable, which native.py calls as it loads the library); the tile configuration is per thread, loaded by
  * each OpenMP thread at each call (another library may have configured the thread's tiles since). Threads split
  * the blocks of outputs into contiguous ranges as even as can be; a sweep prefetches each block's stream PREFETCH
  * bytes ahead. */
@@ -33,6 +33,8 @@
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
+
+int bita_amx_granted;  /* bita_amx_enable succeeded: bf16 attention runs on the tiles (native_amx_attention.c) */
 
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__) && defined(__AVX512F__)
 #include <omp.h>
@@ -46,7 +48,11 @@
 #define PREFETCH 2048  /* bytes ahead in each block's stream that a sweep prefetches (none, 4 and 8 KB were slower) */
 
 /* 0 where this process may use the tiles (asked of Linux once a process; asking again is harmless), else errno. */
-int bita_amx_enable(void) { return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) ? errno : 0; }
+int bita_amx_enable(void) {
+    const int status = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) ? errno : 0;
+    bita_amx_granted = !status;
+    return status;
+}
 
 /* w [N, K] -> p [ceil(N / BLOCK)][ceil(K / CHUNK)][CHUNK / 2][BLOCK][2], zero-padded. */
 void bita_amx_pack(const uint16_t *w, uint16_t *p, int N, int K) {
@@ -58,13 +64,16 @@ void bita_amx_pack(const uint16_t *w, uint16_t *p, int N, int K) {
               k % 2] = w[(size_t)n * K + k];
 }
 
-/* Tiles 0-4 (C, A) with rows rows, tiles 5-7 (B) with a chunk's 16 pairs of k; every row 64 bytes. */
-static void configure(int rows) {
+/* This thread's tiles: 0-4 (C, A) with rows rows, 5-7 (B) with a chunk's 16 pairs of k; every row 64 bytes (the
+ * attention's scores, native_attention.c, configure all 16 rows). */
+void bita_amx_configure(int rows) {
     struct { uint8_t palette, start_row, reserved[14]; uint16_t bytes[16]; uint8_t rows[16]; } config = {.palette = 1};
     for (int t = 0; t < 8; t++) {
         config.bytes[t] = TILE_BYTES;
         config.rows[t] = t < 5 ? rows : CHUNK / 2;
     }
+    __asm__ volatile("" : : "m"(config) : "memory");  /* GCC 12 does not see that LDTILECFG reads config: out of
+                                                        * line, this function's stores to it were dropped */
     _tile_loadconfig(&config);
 }
 
@@ -140,7 +149,7 @@ void bita_amx_linear(const uint16_t *x, const uint16_t *p, const float *bias, co
             const int width = N - n0 < group * BLOCK ? N - n0 : group * BLOCK;
             for (int m0 = 0; m0 < M; m0 += TILE_ROWS) {
                 const int rows = M - m0 < TILE_ROWS ? M - m0 : TILE_ROWS;
-                if (rows != configured) configure(configured = rows);
+                if (rows != configured) bita_amx_configure(configured = rows);
                 sweep(a + m0 * lda_a, lda_a, p + b * stride, stride, group, chunks, sums);
                 store(sums, bias, residual ? residual + (size_t)m0 * N : 0, y + (size_t)m0 * N, rows, N, n0, width);
             }

@@ -31,9 +31,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include "native_simd.h"
+#include "native_attention.h"
 
-#define MAX_GROUPS 16  /* query heads per key/value head (what native.py lets through) */
-#define MAX_DIM 256    /* head dimension, a multiple of LANES (likewise) */
 #define QUERIES 4      /* query rows (a row's head) a score tile takes at once */
 #define CHUNKS 4       /* vectors of the head dimension a value tile takes at once */
 #if LANES == 16
@@ -45,46 +44,6 @@
 #endif
 #define SPAN (BLOCKS * LANES)  /* slots a score tile covers */
 #define SWEEP 64       /* slots whose values a value tile takes for each of its rows in turn (kept in L1) */
-
-/* LANES vectors of LANES lanes, transposed in registers: m[i] lane d <- m[d] lane i */
-static inline void transpose(vec *m) {
-#if LANES == 16
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {  /* per 128-bit quarter q: rows i, i+1 at columns 4q, 4q+1 and 4q+2, 4q+3 */
-        t[i] = _mm512_unpacklo_ps(m[i], m[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(m[i], m[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4)  /* u[i + e], quarter q: rows i .. i+3 at column 4q + e */
-        for (int e = 0; e < 4; e++) {
-            __m512d a = _mm512_castps_pd(t[i + e / 2]), b = _mm512_castps_pd(t[i + 2 + e / 2]);
-            u[i + e] = _mm512_castpd_ps(e % 2 ? _mm512_unpackhi_pd(a, b) : _mm512_unpacklo_pd(a, b));
-        }
-    for (int e = 0; e < 4; e++) {  /* column 4q + e: quarter q of u[e], u[4 + e], u[8 + e], u[12 + e] */
-        __m512 low0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), high0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
-        __m512 low1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
-        __m512 high1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
-        m[e] = _mm512_shuffle_f32x4(low0, low1, 0x88);
-        m[4 + e] = _mm512_shuffle_f32x4(high0, high1, 0x88);
-        m[8 + e] = _mm512_shuffle_f32x4(low0, low1, 0xdd);
-        m[12 + e] = _mm512_shuffle_f32x4(high0, high1, 0xdd);
-    }
-#else
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {  /* per 128-bit half h: rows i, i+1 at columns 4h, 4h+1 and 4h+2, 4h+3 */
-        t[i] = _mm256_unpacklo_ps(m[i], m[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(m[i], m[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4)  /* u[i + e], half h: rows i .. i+3 at column 4h + e */
-        for (int e = 0; e < 4; e++) {
-            __m256d a = _mm256_castps_pd(t[i + e / 2]), b = _mm256_castps_pd(t[i + 2 + e / 2]);
-            u[i + e] = _mm256_castpd_ps(e % 2 ? _mm256_unpackhi_pd(a, b) : _mm256_unpacklo_pd(a, b));
-        }
-    for (int e = 0; e < 4; e++) {  /* column 4h + e: half h of u[e], u[4 + e] */
-        m[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
-        m[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
-    }
-#endif
-}
 
 /* A dtype's LANES values at p[i] as floats, and stored rounded (bf16: bfloat16, else float32). */
 static inline vec load_any(const void *p, size_t i, int bf16) {
@@ -218,14 +177,6 @@ static inline void part(int n, int count, int i, int *start, int *end) {
     *end = (int)((long)(i + 1) * n / count);
 }
 
-/* whether some row sees a slot of [start, end) */
-static int seen(const uint8_t *allowed, int R, int K, int start, int end) {
-    for (int r = 0; r < R; r++)
-        for (int j = start; j < end; j++)
-            if (allowed[(size_t)r * K + j]) return 1;
-    return 0;
-}
-
 /* q [R, H, D], keys/values [KV, capacity, D], allowed [R, K] (0/1 bytes), out [R, H, D] in bfloat16 (bf16) or
  * float32; H = KV x groups. */
 static void attend(const void *q, const void *keys, const void *values, const uint8_t *allowed, void *out, int R,
@@ -247,16 +198,8 @@ static void attend(const void *q, const void *keys, const void *values, const ui
         _Pragma("omp for schedule(dynamic)")
         for (int unit = 0; unit < KV * tiles + R; unit++) {  /* (1) score tiles, then each row's visible slots */
             if (unit >= KV * tiles) {
-                int r = unit - KV * tiles, count = 0, lead = 0;
-                const uint8_t *sees = allowed + (size_t)r * K;
-                int *list = slots + (size_t)r * K;
-                while (lead < K && sees[lead]) list[lead] = lead, lead++;
-                for (int j = count = lead; j < K; j++) {
-                    list[count] = j;
-                    count += sees[j] != 0;
-                }
-                counts[r] = count;
-                leads[r] = lead;
+                const int r = unit - KV * tiles;
+                counts[r] = list_visible(allowed + (size_t)r * K, K, slots + (size_t)r * K, leads + r);
                 continue;
             }
             int g = unit / tiles, start = unit % tiles * SPAN, end = start + SPAN < K ? start + SPAN : K;
@@ -307,24 +250,8 @@ static void attend(const void *q, const void *keys, const void *values, const ui
         }
         _Pragma("omp for schedule(dynamic)")
         for (int head = 0; head < R * H; head++) {  /* (2) weights in logical order, and 1 / their sum */
-            int count = counts[head / H], padded = (count + LANES - 1) / LANES * LANES;
-            const int *list = slots + (size_t)(head / H) * K;
-            float *row = scores + (size_t)head * width;
-            for (int t = leads[head / H]; t < count; t++) row[t] = row[list[t]];  /* list[t] >= t: not overwritten */
-            for (int t = count; t < padded; t++) row[t] = -INFINITY;
-            vec most = vbroadcast(-INFINITY);
-            for (int t = 0; t < padded; t += LANES) most = vmax(most, vload(row + t));
-            float lanes[LANES], best = -INFINITY;
-            vstore(lanes, most);
-            for (int i = 0; i < LANES; i++) best = lanes[i] > best ? lanes[i] : best;
-            vec sum = vzero(), top = vbroadcast(best);
-            for (int t = 0; t < padded; t += LANES) {
-                vec w = vexp(vsub(vload(row + t), top));
-                vstore(row + t, w);
-                sum = vadd(sum, w);
-            }
-            float total = vsum(sum);
-            norms[head] = total > 0.0f ? 1.0f / total : 0.0f;
+            const int r = head / H;
+            norms[head] = weigh(scores + (size_t)head * width, slots + (size_t)r * K, leads[r], counts[r]);
         }
         _Pragma("omp for schedule(dynamic)")
         for (int unit = 0; unit < KV * head_tiles * chunk_tiles * row_parts; unit++) {  /* (3) weighted values */
@@ -366,9 +293,18 @@ static void attend(const void *q, const void *keys, const void *values, const ui
     free(slots);
 }
 
+extern int bita_amx_granted;  /* native_amx.c: Linux granted this process the tiles (asked as the library loads) */
+void bita_amx_attend_bf16(const uint16_t *, const uint16_t *, const uint16_t *, const uint8_t *, uint16_t *, int, int,
+                          int, int, int, int, float, int) __attribute__((weak));  /* where AMX-BF16 is compiled in */
+
+/* bf16: on the AMX tiles where this library has them and the process may use them (native_amx_attention.c; a head
+ * dimension that is a multiple of 32), else on vector lanes: one kernel for every pass of a process. */
 void bita_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_t *values, const uint8_t *allowed,
                       uint16_t *out, int R, int H, int KV, int D, int capacity, int K, float scale, int threads) {
-    attend(q, keys, values, allowed, out, R, H, KV, D, capacity, K, scale, threads, 1);
+    if (bita_amx_attend_bf16 && bita_amx_granted && D % 32 == 0)
+        bita_amx_attend_bf16(q, keys, values, allowed, out, R, H, KV, D, capacity, K, scale, threads);
+    else
+        attend(q, keys, values, allowed, out, R, H, KV, D, capacity, K, scale, threads, 1);
 }
 
 void bita_attend_f32(const float *q, const float *keys, const float *values, const uint8_t *allowed, float *out,

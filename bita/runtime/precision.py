@@ -22,12 +22,12 @@ from .invariance import Invariance, probe_row_invariance
 from .measured import MIN_GAIN, measured
 from .runtime import Runtime
 
-INVARIANCE_VERSION = "v8"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
+INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
 #                             v4: a probe keyed by its runtime (kernel paths included), the native path offered;
 #                             v5: native attention in the lean forward; v6: CUDA passes wait for their staging
 #                             copy (before, the probe raced it on a GPU); v7: keyed by device.machine_key;
 #                             v8: the native stack in one call (the dtype choice's key holds no forward: its times
-#                             were of the Python loop's passes)
+#                             were of the Python loop's passes); v9: bf16 attention on AMX tiles where they run
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
 
 

@@ -126,9 +126,9 @@ def test_the_name_changes_with_the_sources_the_flags_and_the_cpu(monkeypatch, tm
     monkeypatch.setattr(native, "FLAGS", (*native.FLAGS, "-DBITA_OTHER"))
     assert native._digest() != name
     monkeypatch.undo()
-    edited = tmp_path / native.HEADER.name
-    edited.write_bytes(native.HEADER.read_bytes() + b"\n")
-    monkeypatch.setattr(native, "HEADER", edited)
+    edited = tmp_path / native.HEADERS[0].name
+    edited.write_bytes(native.HEADERS[0].read_bytes() + b"\n")
+    monkeypatch.setattr(native, "HEADERS", (edited, *native.HEADERS[1:]))
     assert native._digest() != name
     monkeypatch.undo()
     monkeypatch.setattr(native, "cpu_info", lambda: {"flags": "fpu sse2"})
@@ -288,14 +288,15 @@ def tree_allowed(rows: int, context: int) -> torch.Tensor:
     return allowed
 
 
-def check_attention(dtype, kv_heads, groups, dim, context, seed=0):
-    """A 16-row tree pass of native.attend against float64 softmax attention (within rounding), and each row against
-    the same row alone in a one-row pass whose logical keys sit elsewhere in a cache of another capacity: bitwise."""
+def check_attention(dtype, kv_heads, groups, dim, context, seed=0, rows=16):
+    """A tree pass of ``rows`` rows of native.attend against float64 softmax attention (within rounding), and each row
+    against the same row alone in a one-row pass whose logical keys sit elsewhere in a cache of another capacity:
+    bitwise."""
     generator = torch.Generator().manual_seed(seed)
-    allowed = tree_allowed(16, context)
+    allowed = tree_allowed(rows, context)
     width = allowed.shape[1]
     keys, values = (torch.randn(kv_heads, width + 5, dim, generator=generator).to(dtype) for _ in range(2))
-    query = torch.randn(16, kv_heads * groups, dim, generator=generator).to(dtype)
+    query = torch.randn(rows, kv_heads * groups, dim, generator=generator).to(dtype)
     out = native.attend(query, keys, values, allowed)
     wide_keys, wide_values = (cache[:, :width].double().repeat_interleave(groups, 0) for cache in (keys, values))
     scores = torch.einsum("rhd,hkd->rhk", query.double(), wide_keys) * dim ** -0.5
@@ -303,7 +304,7 @@ def check_attention(dtype, kv_heads, groups, dim, context, seed=0):
                             wide_values)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(out.double(), expected, atol=tolerance, rtol=tolerance)
-    for row in range(16):
+    for row in range(rows):
         slots = allowed[row].nonzero()[:, 0]
         capacity, at = len(slots) + 40, 7  # its keys from slot 7 on, other keys before and after
         alone_keys, alone_values = (torch.randn(kv_heads, capacity, dim, generator=generator).to(dtype) for _ in range(2))
@@ -334,15 +335,32 @@ def test_native_attention_is_attention_and_a_tree_row_is_bitwise_its_ar_row(dtyp
 
 
 @needs_native
-@pytest.mark.parametrize("march", ["haswell", "skylake-avx512"])
+def test_bf16_attention_runs_on_the_amx_tiles_where_they_run():
+    """Where the AMX kernels run, bf16 attention with a head dimension that is a multiple of 32 runs on the tiles
+    (native_amx_attention.c): 40 tree rows (several tiles of query rows; with 31 to 95 cached, tree slots in more than
+    one chunk of 32 keys and rows whose logical keys end inside a chunk), each row bitwise its AR row."""
+    if native.amx_unavailable() is not None:
+        pytest.skip(native.amx_unavailable())
+    assert native.attention_on_tiles(64, torch.bfloat16) and native.attention_on_tiles(128, torch.bfloat16)
+    assert not native.attention_on_tiles(48, torch.bfloat16) and not native.attention_on_tiles(64, torch.float32)
+    for kv_heads, groups, dim in [(3, 3, 64), (1, 1, 32), (2, 8, 128)]:
+        for context in (0, 31, 33, 95, 300):
+            check_attention(torch.bfloat16, kv_heads, groups, dim, context, rows=40)
+
+
+@needs_native
+@pytest.mark.parametrize("march", ["haswell", "skylake-avx512", "cooperlake"])
 def test_native_attention_of_each_isa_build(monkeypatch, tmp_path, march):
-    """The AVX2 build and the AVX-512 one without AVX512-BF16 (bf16 keys widened), where this CPU runs them: the same
-    checks as above (their sums are in another order than this machine's native build: each is checked on its own)."""
-    if march == "skylake-avx512" and "avx512f" not in native.cpu_info().get("flags", "").split():
-        pytest.skip("no AVX-512 here")
+    """The AVX2 build, the AVX-512 one without AVX512-BF16 (bf16 keys widened) and the one with AVX512-BF16 but no AMX
+    (bf16 scores by vdpbf16ps), where this CPU runs them: the same checks as above (their sums are in another order
+    than this machine's native build: each is checked on its own)."""
+    flags = native.cpu_info().get("flags", "").split()
+    if march != "haswell" and "avx512f" not in flags or march == "cooperlake" and "avx512_bf16" not in flags:
+        pytest.skip(f"this CPU does not run a {march} build")
     forget_native(monkeypatch, march)
     assert native.unavailable(tmp_path / "native") is None
     assert native.describe().startswith("avx2" if march == "haswell" else "avx512 (")
+    assert not native.attention_on_tiles(64, torch.bfloat16)  # no AMX code in these builds
     for dtype in DTYPES:
         for shape in [(3, 3, 64), (2, 3, 24), (1, 4, 16)]:
             if not shape[2] % native._limits.lanes:
