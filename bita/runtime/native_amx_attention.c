@@ -15,16 +15,19 @@
  *
  * A tile's 16 query rows share its B tile of values. Where every row of the tile reads slots 32c .. 32c + 31 as
  * its logical keys 32c .. 32c + 31 (an AR pass always; a tree pass below its first tree slot), the chunk is one
- * product with the values packed once a pass. Elsewhere (a chunk holding tree slots, which rows see by their
+ * product with the values packed once a unit. Elsewhere (a chunk holding tree slots, which rows see by their
  * ancestry) each pass row of the tile takes its own product: its own weights against its own keys' values, the
  * tile's other rows zero. A zero weight adds +0 (or -0) to a sum that is never -0, so a row's sums are those of
  * its own products in its own order, the same in a pass of one row and of many.
  *
- * Two sweeps: (1) each row's visible slots (native_attention.h's list_visible) and the values packed, 32 slots a
- * B tile of 16 slot pairs; (2) per key/value head and tile of 16 of its query rows, on one thread: the scores of
- * every block of 16 slots the tile's rows see, each row's weights, then the weighted values, 4 blocks of 16 head
- * dimensions at a time in C tiles 0-3 (so a row's scores and weights stay in this core's cache). Every tile is
- * configured 16 rows x 64 bytes (native_amx.c's bita_amx_configure); a tile's rows past the head's query rows are
+ * One sweep, its unit a key/value head's tile of 16 query rows, on one thread, so that everything it makes stays in
+ * that core's cache: its pass rows' visible slots (native_attention.h's list_visible), the scores of every block of
+ * 16 slots those rows see, each row's weights, the values of the chunks every row reads in place packed (32 slots a
+ * B tile of 16 slot pairs; a few hundred instructions a chunk, so a head's tiles each pack their own rather than
+ * wait for one another), then the weighted values, 4 blocks of 16 head dimensions at a time in C tiles 0-3. (Made
+ * in a first sweep and used in a second, by the other core half the time, the values and scores cost more to fetch
+ * than to compute: 24 us a layer for one row after 300 cached instead of 18, here.) Every tile is configured 16
+ * rows x 64 bytes (native_amx.c's bita_amx_configure); a tile's rows past the head's query rows are
  * computed and dropped. */
 #include <stdlib.h>
 #include "native_simd.h"
@@ -104,83 +107,88 @@ static inline void accumulate(const uint32_t *b, int count) {
     if (count > 3) { _tile_loadd(5, b + 3 * PACKED, TILE * sizeof(uint32_t)); _tile_dpbf16ps(3, 4, 5); }
 }
 
+/* A row's logical keys 32c .. 32c + 31 are slots 32c .. 32c + 31 (or it has none there): count, lead as
+ * list_visible gives them. */
+static inline int reads_in_place(int count, int lead, int c) {
+    return count <= c * CHUNK || lead >= (count < (c + 1) * CHUNK ? count : (c + 1) * CHUNK);
+}
+
 /* q [R, H, D], keys/values [KV, capacity, D], allowed [R, K] (0/1 bytes), out [R, H, D], all bfloat16; H = KV x
  * groups, D a multiple of 32. Query row i of key/value head g: row i / groups, head g x groups + i % groups. */
 void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_t *values, const uint8_t *allowed,
                           uint16_t *out, int R, int H, int KV, int D, int capacity, int K, float scale, int threads) {
     const int groups = H / KV, Q = R * groups, q_tiles = (Q + TILE - 1) / TILE, blocks = (K + TILE - 1) / TILE;
     const int chunks = (K + CHUNK - 1) / CHUNK, span = chunks * CHUNK, dims = D / TILE;
-    const size_t stride = span, rows_kept = (size_t)KV * q_tiles * TILE;  /* query rows, padded to whole tiles */
+    const int pass_rows = TILE / groups + 2;  /* at most, in a tile of query rows */
     const size_t chunk_size = (size_t)dims * PACKED, head_queries = (size_t)q_tiles * D / 2 * TILE;  /* uint32 */
-    float *scores = malloc(sizeof(float) * rows_kept * stride);  /* [KV][q_tiles x 16][stride] */
-    uint16_t *weights = malloc(sizeof(uint16_t) * rows_kept * span);  /* [KV][q_tiles x 16][span] in bf16 */
-    uint32_t *packed = malloc(sizeof(uint32_t) * ((size_t)KV * chunks * chunk_size + KV * head_queries));
-    uint32_t *packed_q = packed + (size_t)KV * chunks * chunk_size;
-    int *slots = malloc(sizeof(int) * ((size_t)R * K + 2 * R)), *counts = slots + (size_t)R * K, *leads = counts + R;
+    uint32_t *packed_q = malloc(sizeof(uint32_t) * KV * head_queries);
     for (int g = 0; g < KV; g++) pack_queries(q, g, R, H, groups, D, packed_q + g * head_queries);
     _Pragma("omp parallel num_threads(threads)")
     {
-        uint32_t own[C_TILES * PACKED];
+        /* this thread's unit: its rows' scores [16][span] and bf16 weights, its pass rows' visible slots, the values
+         * of its head's chunks that every row reads in place, packed */
+        float *scores = malloc(sizeof(float) * TILE * span);
+        uint16_t *weights = malloc(sizeof(uint16_t) * TILE * span);
+        int *slots = malloc(sizeof(int) * ((size_t)pass_rows * K + 2 * pass_rows)), *counts = slots + (size_t)pass_rows * K;
+        int *leads = counts + pass_rows;
+        uint32_t *packed = malloc(sizeof(uint32_t) * chunks * chunk_size), own[C_TILES * PACKED];
         uint16_t own_weights[TILE * CHUNK], padded[TILE * MAX_DIM];
         const uint16_t *rows_of[CHUNK];
         float sums[TILE * TILE], norms[TILE];
         bita_amx_configure(TILE);
-        _Pragma("omp for schedule(dynamic, 4)")
-        for (int unit = 0; unit < R + KV * chunks; unit++) {  /* (1) */
-            if (unit < R) {  /* a row's visible slots */
-                counts[unit] = list_visible(allowed + (size_t)unit * K, K, slots + (size_t)unit * K, leads + unit);
-                continue;
-            }
-            const int g = (unit - R) / chunks, c = (unit - R) % chunks;  /* a chunk of values */
-            for (int t = 0; t < CHUNK; t++)
-                rows_of[t] = c * CHUNK + t < K ? values + ((size_t)g * capacity + c * CHUNK + t) * D : 0;
-            pack_values(rows_of, 0, dims, packed + ((size_t)g * chunks + c) * chunk_size);
-        }
         _Pragma("omp for schedule(dynamic)")
-        for (int unit = 0; unit < KV * q_tiles; unit++) {  /* (2) */
+        for (int unit = 0; unit < KV * q_tiles; unit++) {  /* a key/value head's tile of query rows */
             const int g = unit / q_tiles, t = unit % q_tiles, rows = Q - t * TILE < TILE ? Q - t * TILE : TILE;
             const int top = t * TILE / groups, bottom = (t * TILE + rows - 1) / groups;  /* the tile's pass rows */
-            float *tile_scores = scores + (size_t)unit * TILE * stride;
-            uint16_t *tile_weights = weights + (size_t)unit * TILE * span;
+            const uint16_t *head_values = values + (size_t)g * capacity * D;
             int longest = 0;
-            for (int r = top; r <= bottom; r++) longest = counts[r] > longest ? counts[r] : longest;
-            for (int b = 0; b < blocks; b++) {
+            for (int r = top; r <= bottom; r++) {
+                counts[r - top] = list_visible(allowed + (size_t)r * K, K, slots + (size_t)(r - top) * K, leads + r - top);
+                longest = counts[r - top] > longest ? counts[r - top] : longest;
+            }
+            for (int b = 0; b < blocks; b++) {  /* scores */
                 const int start = b * TILE, end = start + TILE < K ? start + TILE : K;
                 if (seen(allowed + (size_t)top * K, bottom - top + 1, K, start, end))
                     score_block(keys + (size_t)g * capacity * D, start, end, D,
-                                packed_q + g * head_queries + (size_t)t * (D / CHUNK) * PACKED, scale, tile_scores,
-                                stride, rows, padded);
+                                packed_q + g * head_queries + (size_t)t * (D / CHUNK) * PACKED, scale, scores, span,
+                                rows, padded);
             }
-            for (int m = 0; m < rows; m++) {
-                const int r = (t * TILE + m) / groups, padded_count = (counts[r] + LANES - 1) / LANES * LANES;
-                norms[m] = weigh(tile_scores + m * stride, slots + (size_t)r * K, leads[r], counts[r]);
+            for (int m = 0; m < rows; m++) {  /* weights */
+                const int r = (t * TILE + m) / groups - top, padded_count = (counts[r] + LANES - 1) / LANES * LANES;
+                norms[m] = weigh(scores + (size_t)m * span, slots + (size_t)r * K, leads[r], counts[r]);
                 for (int j = 0; j < padded_count; j += LANES)  /* weigh's zeros after the count */
-                    vstore_bf16(tile_weights + m * span + j, vload(tile_scores + m * stride + j));
-                memset(tile_weights + m * span + padded_count, 0, sizeof(uint16_t) * (span - padded_count));
+                    vstore_bf16(weights + (size_t)m * span + j, vload(scores + (size_t)m * span + j));
+                memset(weights + (size_t)m * span + padded_count, 0, sizeof(uint16_t) * (span - padded_count));
             }
-            for (int first = 0; first < dims; first += C_TILES) {
+            for (int c = 0; c * CHUNK < longest; c++) {  /* the values of the chunks every row reads in place */
+                int shared = 1;
+                for (int r = 0; r <= bottom - top && shared; r++) shared = reads_in_place(counts[r], leads[r], c);
+                if (!shared) continue;
+                for (int i = 0; i < CHUNK; i++)
+                    rows_of[i] = c * CHUNK + i < K ? head_values + (size_t)(c * CHUNK + i) * D : 0;
+                pack_values(rows_of, 0, dims, packed + (size_t)c * chunk_size);
+            }
+            for (int first = 0; first < dims; first += C_TILES) {  /* weighted values */
                 const int count = dims - first < C_TILES ? dims - first : C_TILES;
                 _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
                 for (int c = 0; c * CHUNK < longest; c++) {
-                    int shared = 1;  /* every row reads slots 32c .. as its logical keys 32c .. */
-                    for (int r = top; r <= bottom && shared; r++)
-                        shared = counts[r] <= c * CHUNK || leads[r] >= (counts[r] < (c + 1) * CHUNK ? counts[r]
-                                                                                                   : (c + 1) * CHUNK);
+                    int shared = 1;
+                    for (int r = 0; r <= bottom - top && shared; r++) shared = reads_in_place(counts[r], leads[r], c);
                     if (shared) {
-                        _tile_loadd(4, tile_weights + c * CHUNK, span * sizeof(uint16_t));
-                        accumulate(packed + ((size_t)g * chunks + c) * chunk_size + (size_t)first * PACKED, count);
+                        _tile_loadd(4, weights + c * CHUNK, span * sizeof(uint16_t));
+                        accumulate(packed + (size_t)c * chunk_size + (size_t)first * PACKED, count);
                         continue;
                     }
-                    for (int r = top; r <= bottom; r++) {  /* row by row: its weights, its keys' values */
+                    for (int r = 0; r <= bottom - top; r++) {  /* row by row: its weights, its keys' values */
                         if (counts[r] <= c * CHUNK) continue;
                         memset(own_weights, 0, sizeof own_weights);
                         for (int m = 0; m < rows; m++)
-                            if ((t * TILE + m) / groups == r)
-                                memcpy(own_weights + m * CHUNK, tile_weights + (size_t)m * span + c * CHUNK,
+                            if ((t * TILE + m) / groups - top == r)
+                                memcpy(own_weights + m * CHUNK, weights + (size_t)m * span + c * CHUNK,
                                        sizeof(uint16_t) * CHUNK);
                         for (int i = 0; i < CHUNK; i++)
                             rows_of[i] = c * CHUNK + i < counts[r]
-                                ? values + ((size_t)g * capacity + slots[(size_t)r * K + c * CHUNK + i]) * D : 0;
+                                ? head_values + (size_t)slots[(size_t)r * K + c * CHUNK + i] * D : 0;
                         pack_values(rows_of, first, count, own);
                         _tile_loadd(4, own_weights, CHUNK * sizeof(uint16_t));
                         accumulate(own, count);
@@ -201,10 +209,11 @@ void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_
                 }
             }
         }
+        free(scores);
+        free(weights);
+        free(slots);
+        free(packed);
     }
-    free(scores);
-    free(weights);
-    free(packed);
-    free(slots);
+    free(packed_q);
 }
 #endif
