@@ -1,20 +1,28 @@
 """A pass of the lean forward with its decoder stack in one native call (native_stack.c) against the same pass with
 the layers' native kernels called one by one from Python (``LeanLlama.run_layers``), in one process, the two ways
 alternating pass by pass (this VM's speed moves 1.5x between processes): the default model (or ``--model``) as
-``load_model`` loads it here, after ``--context`` cached tokens, at each of ``--rows``; each pass's hidden states
-checked bitwise equal both ways. Median ms a pass (25th-75th percentile) and the per-round ratio.
+``load_model`` loads it here, after ``--context`` cached tokens, at each of ``--rows`` (a tree pass: every second
+row skips the row before it, a sibling); each pass's hidden states checked bitwise equal both ways. Median ms a
+pass (25th-75th percentile) and the per-round ratio.
+
+``--against OLD.so``: instead, the pass in one call on another build of the native library (e.g. one compiled from
+an earlier commit's C files with native.py's FLAGS) against this checkout's, to time a kernel change; their hidden
+states may differ in rounding (the largest difference is shown).
 
     PYTHONPATH=. .venv/bin/python benchmarks/native_stack.py [--rows 1,2,4,8,16,32,64] [--rounds 15] [--context 300]
+        [--against OLD.so]
 """
 
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from bita.model.loading import load_model
 from bita.plan.costs import quartiles
+from bita.runtime import native
 from bita.runtime.device import describe_device
 
 
@@ -29,6 +37,7 @@ def main() -> None:
     parser.add_argument("--rows", default="1,2,4,8,16,32,64")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--context", type=int, default=300)
+    parser.add_argument("--against", help="another build of the native library, its stack timed beside this one's")
     args = parser.parse_args()
     loaded = load_model(args.model) if args.model else load_model()
     runtime = loaded.runtime
@@ -46,8 +55,13 @@ def main() -> None:
         lean.forward(cache, embeds[:args.context], torch.arange(args.context),
                      torch.ones(args.context, args.context, dtype=torch.bool).tril(), args.context)
 
-    def one_pass(rows: int, allowed: torch.Tensor, use_stack: bool) -> tuple[torch.Tensor, float]:
-        lean.stack = stack if use_stack else None
+    ours = native._library
+    other = native._load(Path(args.against).resolve()) if args.against else None
+    names = (f"one call on {Path(args.against).name}", "one call") if other else ("Python calls", "one call")
+
+    def one_pass(rows: int, allowed: torch.Tensor, second: bool) -> tuple[torch.Tensor, float]:
+        lean.stack = stack if second or other else None
+        native._library = ours if second or not other else other
         cache.length = args.context
         started = time.perf_counter()
         with torch.inference_mode():
@@ -55,19 +69,23 @@ def main() -> None:
                                   torch.arange(args.context, args.context + rows), allowed, rows)
         return hidden, 1e3 * (time.perf_counter() - started)
 
-    print("| rows | Python calls, ms | one call, ms | one call / Python calls, per round | bitwise equal |")
+    print(f"| rows | {names[0]}, ms | {names[1]}, ms | {names[1]} / {names[0]}, per round | "
+          f"{'largest difference' if other else 'bitwise equal'} |")
     print("|---:|---:|---:|---:|---|")
     for rows in map(int, args.rows.split(",")):
         allowed = torch.ones(rows, args.context + rows, dtype=torch.bool)
         allowed[:, args.context:] = torch.ones(rows, rows, dtype=torch.bool).tril()
-        equal = torch.equal(one_pass(rows, allowed, False)[0], one_pass(rows, allowed, True)[0])
+        for row in range(2, rows, 2):
+            allowed[row, args.context + row - 1] = False
+        first, second = one_pass(rows, allowed, False)[0], one_pass(rows, allowed, True)[0]
+        agree = f"{(first.float() - second.float()).abs().max().item():.3g}" if other else torch.equal(first, second)
         times = {False: [], True: []}
         for _ in range(args.rounds):
-            for use_stack in (False, True):
-                times[use_stack].append(one_pass(rows, allowed, use_stack)[1])
-        ratios = [one / calls for calls, one in zip(times[False], times[True])]
-        print(f"| {rows} | {spread(times[False])} | {spread(times[True])} | {spread(ratios)} | {equal} |", flush=True)
-    lean.stack = stack
+            for way in (False, True):
+                times[way].append(one_pass(rows, allowed, way)[1])
+        ratios = [b / a for a, b in zip(times[False], times[True])]
+        print(f"| {rows} | {spread(times[False])} | {spread(times[True])} | {spread(ratios)} | {agree} |", flush=True)
+    lean.stack, native._library = stack, ours
 
 
 if __name__ == "__main__":
