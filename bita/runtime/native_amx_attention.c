@@ -34,6 +34,7 @@
 #include "native_attention.h"
 
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__) && defined(__AVX512F__)
+#include <omp.h>
 
 void bita_amx_configure(int rows);  /* native_amx.c: this thread's tiles, 0-4 rows x 64 bytes, 5-7 16 x 64 */
 
@@ -121,17 +122,23 @@ void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_
     const int chunks = (K + CHUNK - 1) / CHUNK, span = chunks * CHUNK, dims = D / TILE;
     const int pass_rows = TILE / groups + 2;  /* at most, in a tile of query rows */
     const size_t chunk_size = (size_t)dims * PACKED, head_queries = (size_t)q_tiles * D / 2 * TILE;  /* uint32 */
-    uint32_t *packed_q = malloc(sizeof(uint32_t) * KV * head_queries);
+    /* each thread's scratch for its unit (4-byte words): its rows' scores [16][span], the values of its head's chunks
+     * that every row reads in place, packed, its pass rows' visible slots, counts and leads, its rows' bf16 weights */
+    const size_t per_thread = (size_t)TILE * span + chunks * chunk_size + (size_t)pass_rows * (K + 2) + TILE * span / 2;
+    uint32_t *packed_q = malloc(sizeof(uint32_t) * (KV * head_queries + threads * per_thread));
+    if (!packed_q) {  /* no memory for the scratch: NaN, never a wrong number */
+        for (size_t i = 0; i < (size_t)R * H * D; i++) out[i] = 0x7fc0;
+        return;
+    }
     for (int g = 0; g < KV; g++) pack_queries(q, g, R, H, groups, D, packed_q + g * head_queries);
     _Pragma("omp parallel num_threads(threads)")
     {
-        /* this thread's unit: its rows' scores [16][span] and bf16 weights, its pass rows' visible slots, the values
-         * of its head's chunks that every row reads in place, packed */
-        float *scores = malloc(sizeof(float) * TILE * span);
-        uint16_t *weights = malloc(sizeof(uint16_t) * TILE * span);
-        int *slots = malloc(sizeof(int) * ((size_t)pass_rows * K + 2 * pass_rows)), *counts = slots + (size_t)pass_rows * K;
+        uint32_t *mine = packed_q + KV * head_queries + omp_get_thread_num() * per_thread;
+        float *scores = (float *)mine;
+        uint32_t *packed = mine + (size_t)TILE * span, own[C_TILES * PACKED];
+        int *slots = (int *)(packed + chunks * chunk_size), *counts = slots + (size_t)pass_rows * K;
         int *leads = counts + pass_rows;
-        uint32_t *packed = malloc(sizeof(uint32_t) * chunks * chunk_size), own[C_TILES * PACKED];
+        uint16_t *weights = (uint16_t *)(leads + pass_rows);
         uint16_t own_weights[TILE * CHUNK], padded[TILE * MAX_DIM];
         const uint16_t *rows_of[CHUNK];
         float sums[TILE * TILE], norms[TILE];
@@ -209,10 +216,6 @@ void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_
                 }
             }
         }
-        free(scores);
-        free(weights);
-        free(slots);
-        free(packed);
     }
     free(packed_q);
 }
