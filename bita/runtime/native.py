@@ -22,8 +22,8 @@ it replaces exact_attention.py's torch operations (about 25 a layer; 131 us a la
 here, 359 us for 8 tree rows) in the lean forward. native_amx_attention.c keeps that promise in bf16 on the AMX tiles
 (scores and weighted values as tile products), which bf16 attention runs on wherever the AMX kernels run
 (``attention_on_tiles``; the tiles are asked for as the library loads, so one kernel serves every pass of a
-process): on a 2-vCPU Xeon of family 6 model 207, 16 tree rows after 300 cached took 109 us a layer instead of 237,
-one row 33 us as before (benchmarks/native_attention.py). native_attention.h holds what the two share.
+process): on a 2-vCPU Xeon of family 6 model 207, 16 tree rows after 300 cached took 73 us a layer instead of 175,
+one row 24 instead of 25 (benchmarks/native_attention.py). native_attention.h holds what the two share.
 
 The C files are compiled once per machine, at first use, with the system's C compiler (``cc``, or ``$CC``) and
 ``FLAGS`` (``-O3 -march=native -fopenmp``), and loaded with ctypes; they run on torch's OpenMP threads
