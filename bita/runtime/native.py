@@ -67,7 +67,6 @@ HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_simd.h", "na
 DTYPES = (torch.bfloat16, torch.float32)
 AMX_DTYPES = (torch.bfloat16,)
 AMX_BLOCK, AMX_CHUNK = 16, 32  # native_amx.c's packing: blocks of 16 outputs, chunks of 32 inputs
-AMX_ATTENTION_DIMS = 32  # native_amx_attention.c takes head dimensions that are multiples of this
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")  # part of the library's name
 COMPILE_TIMEOUT = 300  # seconds a compile may take (about 3 here) before it is stopped and counts as failed
 ROTARY_MAX_DIM = 512  # the longest head native_layer.c's rotary takes (its float rotated[512])
@@ -218,6 +217,8 @@ def _load(target: Path) -> ctypes.CDLL:
     library.bita_stack.argtypes = [pointer] + [integer] * 3 + [pointer] * 5 + [integer, pointer] + [integer] * 8 + \
         [ctypes.c_float] * 2 + [integer]
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
+    if hasattr(library, "bita_attention_on_tiles"):  # a build of earlier sources has none (benchmarks' --against)
+        library.bita_attention_on_tiles.argtypes = [integer]
     library.bita_isa.restype = ctypes.c_char_p
     return library
 
@@ -259,9 +260,10 @@ def amx_unavailable() -> str | None:
 
 
 def attention_on_tiles(head_dim: int, dtype: torch.dtype) -> bool:
-    """Whether ``attend`` runs on the AMX tiles (native_amx_attention.c: bf16, a head dimension that is a multiple of
-    ``AMX_ATTENTION_DIMS``, where ``amx_unavailable`` is None) rather than on vector lanes (native_attention.c)."""
-    return dtype == torch.bfloat16 and head_dim % AMX_ATTENTION_DIMS == 0 and amx_unavailable() is None
+    """Whether ``attend`` runs on the AMX tiles (native_amx_attention.c: bf16, where the library holds the AMX code and
+    the process was granted the tiles, heads of a dimension the kernel takes; the library's own rule,
+    ``bita_attention_on_tiles``) rather than on vector lanes (native_attention.c)."""
+    return dtype == torch.bfloat16 and unavailable() is None and bool(_library.bita_attention_on_tiles(head_dim))
 
 
 def describe() -> str:

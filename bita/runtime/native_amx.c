@@ -65,7 +65,7 @@ void bita_amx_pack(const uint16_t *w, uint16_t *p, int N, int K) {
 }
 
 /* This thread's tiles: 0-4 (C, A) with rows rows, 5-7 (B) with a chunk's 16 pairs of k; every row 64 bytes (the
- * attention's scores, native_attention.c, configure all 16 rows). */
+ * AMX attention, native_amx_attention.c, configures all 16 rows). */
 void bita_amx_configure(int rows) {
     struct { uint8_t palette, start_row, reserved[14]; uint16_t bytes[16]; uint8_t rows[16]; } config = {.palette = 1};
     for (int t = 0; t < 8; t++) {

@@ -22,13 +22,13 @@
  *
  * One sweep, its unit a key/value head's tile of 16 query rows, on one thread, so that everything it makes stays in
  * that core's cache: its pass rows' visible slots (native_attention.h's list_visible), the scores of every block of
- * 16 slots those rows see, each row's weights, the values of the chunks every row reads in place packed (32 slots a
- * B tile of 16 slot pairs; a few hundred instructions a chunk, so a head's tiles each pack their own rather than
- * wait for one another), then the weighted values, 4 blocks of 16 head dimensions at a time in C tiles 0-3. (Made
- * in a first sweep and used in a second, by the other core half the time, the values and scores cost more to fetch
- * than to compute: 24 us a layer for one row after 300 cached instead of 18, here.) Every tile is configured 16
- * rows x 64 bytes (native_amx.c's bita_amx_configure); a tile's rows past the head's query rows are
- * computed and dropped. */
+ * 16 slots those rows see, each row's weights, then the weighted values, 4 blocks of 16 head dimensions at a time in
+ * C tiles 0-3, the values of a chunk every row reads in place packed as the first group of dimensions reaches it (32
+ * slots a B tile of 16 slot pairs; a few hundred instructions a chunk, so a head's tiles each pack their own rather
+ * than wait for one another). (Made in a first sweep and used in a second, by the other core half the time, the
+ * values and scores cost more to fetch than to compute: 24 us a layer for one row after 300 cached instead of 18,
+ * here.) Every tile is configured 16 rows x 64 bytes (native_amx.c's bita_amx_configure); a tile's rows past the
+ * head's query rows are computed and dropped. */
 #include <stdlib.h>
 #include "native_simd.h"
 #include "native_attention.h"
@@ -167,14 +167,6 @@ void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_
                     vstore_bf16(weights + (size_t)m * span + j, vload(scores + (size_t)m * span + j));
                 memset(weights + (size_t)m * span + padded_count, 0, sizeof(uint16_t) * (span - padded_count));
             }
-            for (int c = 0; c * CHUNK < longest; c++) {  /* the values of the chunks every row reads in place */
-                int shared = 1;
-                for (int r = 0; r <= bottom - top && shared; r++) shared = reads_in_place(counts[r], leads[r], c);
-                if (!shared) continue;
-                for (int i = 0; i < CHUNK; i++)
-                    rows_of[i] = c * CHUNK + i < K ? head_values + (size_t)(c * CHUNK + i) * D : 0;
-                pack_values(rows_of, 0, dims, packed + (size_t)c * chunk_size);
-            }
             for (int first = 0; first < dims; first += C_TILES) {  /* weighted values */
                 const int count = dims - first < C_TILES ? dims - first : C_TILES;
                 _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
@@ -182,6 +174,11 @@ void bita_amx_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_
                     int shared = 1;
                     for (int r = 0; r <= bottom - top && shared; r++) shared = reads_in_place(counts[r], leads[r], c);
                     if (shared) {
+                        if (!first) {  /* packed once, every head dimension, for the dimension groups after */
+                            for (int i = 0; i < CHUNK; i++)
+                                rows_of[i] = c * CHUNK + i < K ? head_values + (size_t)(c * CHUNK + i) * D : 0;
+                            pack_values(rows_of, 0, dims, packed + (size_t)c * chunk_size);
+                        }
                         _tile_loadd(4, weights + c * CHUNK, span * sizeof(uint16_t));
                         accumulate(packed + (size_t)c * chunk_size + (size_t)first * PACKED, count);
                         continue;

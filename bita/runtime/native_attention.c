@@ -297,11 +297,14 @@ extern int bita_amx_granted;  /* native_amx.c: Linux granted this process the ti
 void bita_amx_attend_bf16(const uint16_t *, const uint16_t *, const uint16_t *, const uint8_t *, uint16_t *, int, int,
                           int, int, int, int, float, int) __attribute__((weak));  /* where AMX-BF16 is compiled in */
 
-/* bf16: on the AMX tiles where this library has them and the process may use them (native_amx_attention.c; a head
- * dimension that is a multiple of 32), else on vector lanes: one kernel for every pass of a process. */
+/* Whether bf16 attention with heads of dimension D runs on the AMX tiles: where this library has them and the process
+ * may use them (native_amx_attention.c; a head dimension that is a multiple of 32), else on vector lanes; one kernel
+ * for every pass of a process. */
+int bita_attention_on_tiles(int D) { return bita_amx_attend_bf16 && bita_amx_granted && D % 32 == 0; }
+
 void bita_attend_bf16(const uint16_t *q, const uint16_t *keys, const uint16_t *values, const uint8_t *allowed,
                       uint16_t *out, int R, int H, int KV, int D, int capacity, int K, float scale, int threads) {
-    if (bita_amx_attend_bf16 && bita_amx_granted && D % 32 == 0)
+    if (bita_attention_on_tiles(D))
         bita_amx_attend_bf16(q, keys, values, allowed, out, R, H, KV, D, capacity, K, scale, threads);
     else
         attend(q, keys, values, allowed, out, R, H, KV, D, capacity, K, scale, threads, 1);
