@@ -31,6 +31,7 @@ import torch
 
 from ..errors import BitaError
 from ..runtime.device import first_argmax, to_device
+from .race_draw import exponentials
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 10.0
 MAX_SEED = 2**63 - 1
@@ -287,7 +288,7 @@ class RaceNoise:
         if position < self.forgotten:
             raise ValueError(f"position {position} was emitted and its vector forgotten")
         while self.drawn <= position:
-            drawn = torch.empty(size, dtype=torch.float32).exponential_(1, generator=self.generator)
+            drawn = exponentials(self.generator, size)  # bitwise that draw, in less time (race_draw.py)
             self.vectors[self.drawn] = to_device(drawn, self.device)  # no wait for a pass queued there
             self.drawn += 1
         vector = self.vectors[position]
