@@ -35,7 +35,7 @@ def median_us(run, repeats: int) -> float:
 
 def other_library(path: str):
     """A call like native.attend's on the library at ``path`` (loaded beside this checkout's)."""
-    library = native._load(Path(path).resolve())
+    library = native.load_beside(Path(path))
 
     def attend(query, keys, values, allowed):
         (rows, heads, dim), out = query.shape, torch.empty_like(query)

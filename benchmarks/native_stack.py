@@ -56,7 +56,7 @@ def main() -> None:
                      torch.ones(args.context, args.context, dtype=torch.bool).tril(), args.context)
 
     ours = native._library
-    other = native._load(Path(args.against).resolve()) if args.against else None
+    other = native.load_beside(Path(args.against)) if args.against else None
     names = (f"one call on {Path(args.against).name}", "one call") if other else ("Python calls", "one call")
 
     def one_pass(rows: int, allowed: torch.Tensor, second: bool) -> tuple[torch.Tensor, float]:

@@ -223,6 +223,15 @@ def _load(target: Path) -> ctypes.CDLL:
     return library
 
 
+def load_beside(path: Path) -> ctypes.CDLL:
+    """Another build of the native library (a benchmark's ``--against``) loaded beside this one as this one loads:
+    its tiles asked for, so that its bf16 attention runs on them where this one's would."""
+    library = _load(path.resolve())
+    if hasattr(library, "bita_amx_enable"):  # a build with AMX code
+        library.bita_amx_enable()
+    return library
+
+
 def _limits_of(library: ctypes.CDLL) -> Limits:
     """The constants ``library`` was compiled with."""
     groups, dim = ctypes.c_int(), ctypes.c_int()
