@@ -180,17 +180,19 @@ def at_least(row: torch.Tensor, value: float) -> torch.Tensor:
     return torch.nn.functional.threshold(row, below, -float("inf"))
 
 
-def largest(row: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.topk(row, count)`` for row [V]: the same values [count], largest first, and tokens [count] holding
-    them (among ties, maybe others). Where V is a multiple of BLOCK and count blocks are at most a quarter of
-    it, from those blocks with the largest maxima: every score among the count largest lies in one of them
-    (or ties one there), and scanning block maxima is a fraction of topk's cost over V."""
-    if row.numel() % BLOCK or 4 * count * BLOCK > row.numel():
-        return torch.topk(row, count)
-    blocks = row.reshape(-1, BLOCK)
-    chosen = torch.topk(blocks.amax(-1), count).indices  # [count]
-    values, inner = torch.topk(blocks[chosen].flatten(), count)
-    return values, chosen[inner // BLOCK] * BLOCK + inner % BLOCK
+def largest(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.topk(scores, count)`` over the last dimension of scores [..., V]: the same values [..., count], largest
+    first, and tokens [..., count] holding them (among ties, maybe others). Where V is a multiple of BLOCK and count
+    blocks are at most a quarter of it, from those blocks with the largest maxima: every score among the count
+    largest lies in one of them (or ties one there), and scanning block maxima is a fraction of topk's cost over V."""
+    size = scores.shape[-1]
+    if size % BLOCK or 4 * count * BLOCK > size:
+        return torch.topk(scores, count)
+    blocks = scores.unflatten(-1, (size // BLOCK, BLOCK))  # [..., V / BLOCK, BLOCK]
+    chosen = torch.topk(blocks.amax(-1), count).indices  # [..., count]
+    inside = torch.gather(blocks, -2, chosen[..., None].expand(*chosen.shape, BLOCK)).flatten(-2)  # [..., count x B]
+    values, inner = torch.topk(inside, count)
+    return values, torch.gather(chosen, -1, inner // BLOCK) * BLOCK + inner % BLOCK
 
 
 def cut_ties(row: torch.Tensor, kept: int, boundary: float, above: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ import torch
 from conftest import random_prompts, tiny_model, tree_of
 
 from bita.decode.autoregressive import ar_steps
-from bita.decode.explain import BLOCK, TOP_K, Warp, emitting_rows, near_tie, rounding_gap, row_verdicts, top_indices
+from bita.decode.explain import TOP_K, Warp, emitting_rows, near_tie, rounding_gap, row_verdicts
 from bita.decode.sampling import GREEDY, Sampling, target_probs
 from bita.decode.step import Chains, Decoding, bita_steps
 from bita.decode.stopping import StopCondition
@@ -71,18 +71,6 @@ def test_sampled_verdicts_read_the_warped_distribution_and_keep_the_raw_one_besi
     assert [a.tempered for a in verdict.top] == pytest.approx(tempered[[3, 4, 1, 2, 7]].tolist())
     assert [a.noise for a in verdict.top] == pytest.approx(noise[[3, 4, 1, 2, 7]].tolist())
     assert verdict.chosen.noise == pytest.approx(float(noise[6]))
-
-
-@pytest.mark.parametrize("size", [49_152, 50_257, 3 * BLOCK])  # blocks even, a last block padded, too few blocks
-def test_top_indices_by_blocks_are_topks(size):
-    """Logits on a coarse grid (many exact ties), some rows with their best in one block: the same values as
-    ``torch.topk``, largest first."""
-    generator = torch.Generator().manual_seed(size)
-    logits = torch.randint(-40, 40, (4, size), generator=generator).float() / 4
-    logits[1, 200:205] = 30.0  # the top 5 in one block
-    logits[2, -3:] = 31.0  # in the last (padded) block
-    found = top_indices(logits, TOP_K)
-    assert torch.equal(logits.gather(1, found), logits.topk(TOP_K, -1).values)
 
 
 def test_the_rows_that_chose_a_passes_tokens_and_the_drafts_each_turned_down():

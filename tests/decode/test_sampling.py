@@ -201,7 +201,14 @@ def test_the_sorting_path_for_other_devices_cuts_what_the_rows_cut():
 
 @pytest.mark.parametrize("count", [1, 5, 64, 512])
 def test_largest_gives_topk_values(count):
-    for name, row in rows(count).items():
+    kinds = rows(count)
+    for name, row in kinds.items():
         values, indices = largest(row, count)
         assert torch.equal(values, torch.topk(row, count).values), name
         assert torch.equal(row[indices], values) and indices.unique().numel() == count, name
+    every = torch.stack(list(kinds.values()))  # [kinds, V]: row by row, as a pass's drafts take them
+    every[0, 200:200 + count] = 1e3  # the largest in one block or a few
+    every[1, -count:] = 1e3  # in the last blocks
+    values, indices = largest(every, count)
+    assert torch.equal(values, torch.topk(every, count).values) and torch.equal(every.gather(-1, indices), values)
+    assert all(row.unique().numel() == count for row in indices)
