@@ -40,18 +40,16 @@ class Drafts:
 
 
 def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
-    """Mask-group logits [depth, V] (float, or widened here) -> top-k drafts per depth (``largest``: torch.topk's probabilities, from the
+    """Mask-group logits [depth, V] -> top-k drafts per depth (``largest``: torch.topk's probabilities, from the
     blocks of the vocabulary with the largest maxima)."""
-    probs, tokens = largest(torch.softmax(logits.float(), dim=-1), k)
+    probs, tokens = largest(torch.softmax(logits, dim=-1), k)
     return Drafts(tokens.cpu(), probs.cpu())
 
 
 @dataclass(frozen=True)
 class PassLogits:
     """verified: [verified, V] the root's row, then each node's; group(g): [depth, V] mask group g's (its
-    index in ``layout.group_rows``); every: [G, depth, V] every group's where one head call made them. For the walk
-    on the host, maybe in the head's dtype: a row's ``.float()`` is its float logits (the walk widens the rows it
-    reads, a few of the pass's)."""
+    index in ``layout.group_rows``); every: [G, depth, V] every group's where one head call made them."""
 
     verified: torch.Tensor
     group: Callable[[int], torch.Tensor]
@@ -68,11 +66,11 @@ def pass_logits(runtime: Runtime, hidden: torch.Tensor, layout: PassLayout, veri
     call when cheaper. A decoding pass's groups take the rows after its verified ones (``decode_layout`` with
     one ordinary row): the head reads hidden's first rows, with no index sent to the device (on a GPU such a copy
     waits for the pass, so the head and the verdict could not be queued behind it)."""
-    groups, floats = layout.group_rows, on_device(hidden.device)  # the walk on the device reads every row
+    groups = layout.group_rows
     if not one_head_call(hidden.device, (groups.shape[0] - 1) * groups.shape[1]):
-        return PassLogits(runtime.logits(hidden[:verified], floats),
-                          lambda group: runtime.logits(hidden[groups[group]], floats), None)
-    logits = runtime.logits(hidden[:verified + groups.numel()], floats)  # the groups' rows follow: no gather, no copy
+        return PassLogits(runtime.logits(hidden[:verified]), lambda group: runtime.logits(hidden[groups[group]]),
+                          None)
+    logits = runtime.logits(hidden[:verified + groups.numel()])  # the groups' rows follow: no gather, no copy
     every = logits[verified:].view(*groups.shape, logits.shape[-1])
     return PassLogits(logits[:verified], lambda group: every[group], every)
 

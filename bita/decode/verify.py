@@ -100,8 +100,8 @@ class RowChoices:
 
 def argmaxes(logits: torch.Tensor) -> RowChoices:
     """Each row's argmax of logits [1 + size, V] (the first of equal maxima, as over all rows at once), a row at a
-    time when the walk reaches it (widened to float32 first: its values and their order unchanged)."""
-    return RowChoices(logits.shape[0], lambda row: first_argmax(logits[row].float()))
+    time when the walk reaches it."""
+    return RowChoices(logits.shape[0], lambda row: first_argmax(logits[row]))
 
 
 def race_winners(logits: torch.Tensor, sampling: Sampling, noise: RowNoise) -> RowChoices:

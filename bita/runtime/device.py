@@ -137,14 +137,10 @@ def median_seconds(runs: dict, repeats: int, device: torch.device | str = "cpu")
     return {name: statistics.median(seconds) for name, seconds in times.items()}
 
 
-def output_logits(model: nn.Module, hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                  floats: bool = True) -> torch.Tensor:
+def output_logits(model: nn.Module, hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor] | None = None
+                  ) -> torch.Tensor:
     """LM head on selected rows only: hidden [..., H] -> float logits [..., V] (a planned head pads a lone
-    row to its kernel's floor: kernel_plan.row_floor); ``head``: in place of the model's (its weight). ``floats``
-    False: in the head's dtype where a row's ``.float()`` is its float logits (no softcapping), for a caller that
-    reads a few of many rows (a 49,152-token row takes about 20 us to widen on a 2-vCPU Xeon)."""
-    logits = (head or model.get_output_embeddings())(hidden)
+    row to its kernel's floor: kernel_plan.row_floor); ``head``: in place of the model's (its weight)."""
+    logits = (head or model.get_output_embeddings())(hidden).float()
     cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
-    if cap:
-        return torch.tanh(logits.float() / cap) * cap
-    return logits.float() if floats else logits
+    return torch.tanh(logits / cap) * cap if cap else logits

@@ -178,16 +178,14 @@ class Runtime:
         return self.forward.forward(cache, embeds, positions, allowed, rows_of(embeds) if ordinary is None
                                     else ordinary)
 
-    def logits(self, hidden: torch.Tensor, floats: bool = True) -> torch.Tensor:
-        """The LM head on rows hidden [..., H] -> float logits [..., V] (``floats`` False: maybe in the head's dtype,
-        each row's ``.float()`` its float logits: ``output_logits``)."""
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head on rows hidden [..., H] -> float logits [..., V]."""
         rows, head = self.forward.logit_rows, self.forward.logit_head
         if not rows:
-            return output_logits(self.model, hidden, head, floats)
+            return output_logits(self.model, hidden, head)
         flat = hidden.reshape(-1, hidden.shape[-1])
         padded = torch.nn.functional.pad(flat, (0, 0, 0, -len(flat) % rows))
-        chunks = [output_logits(self.model, padded[first:first + rows], head, floats)
-                  for first in range(0, len(padded), rows)]
+        chunks = [output_logits(self.model, padded[first:first + rows], head) for first in range(0, len(padded), rows)]
         logits = chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # a decoding pass's: one chunk, no copy
         return logits[:len(flat)].view(*hidden.shape[:-1], -1)
 
