@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
 
+import numpy as np
 import torch
 
 from ..errors import BitaError
@@ -106,7 +107,7 @@ BUCKET, BUCKETS = 0.25, 4096  # ``past_ranks``' buckets of scores under the larg
 def top_p_threshold(top_p: float) -> float:
     """What TopPLogitsWarper compares its float32 cumulative probabilities with: ``1 - top_p`` in float32 (a
     Python number meets a float32 tensor in float32)."""
-    return torch.tensor(1 - top_p, dtype=torch.float32).item()
+    return float(np.float32(1 - top_p))
 
 
 def sorted_nucleus(scores: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,7 +177,7 @@ def keep_nucleus(scores: torch.Tensor, kept: torch.Tensor, boundary: torch.Tenso
 def at_least(row: torch.Tensor, value: float) -> torch.Tensor:
     """row [V] float32 with -inf below ``value`` (a float32 number), in one pass: kept is what exceeds the float32
     just below it."""
-    below = torch.nextafter(torch.tensor(value, dtype=torch.float32), torch.tensor(-float("inf"))).item()
+    below = float(np.nextafter(np.float32(value), np.float32(-np.inf)))  # no torch operation: a scalar's work
     return torch.nn.functional.threshold(row, below, -float("inf"))
 
 
@@ -256,7 +257,8 @@ def warped_scores(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     if sampling.temperature != 1.0:
         scores = scores / float(sampling.temperature)
     if scores.device.type == "cpu" and (sampling.top_k or sampling.top_p < 1.0):
-        return torch.stack([cut_row(row, sampling) for row in scores])
+        rows = [cut_row(row, sampling) for row in scores]  # AR and the walk warp one row at a time: no copy then
+        return rows[0][None] if len(rows) == 1 else torch.stack(rows)
     return cut_sorted(scores, sampling)
 
 
