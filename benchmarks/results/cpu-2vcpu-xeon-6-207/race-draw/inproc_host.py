@@ -1,5 +1,8 @@
 """In one process, BiTA greedy on 8 MT-Bench prompts, alternating per prompt: the session's start's host pieces (drafts by
-torch.topk over the softmax, every logits row widened in the head) against this checkout's."""
+torch.topk over the softmax, every logits row widened in the head) against this checkout's. Runs at 54f3083 only: it
+switches Runtime.logits' ``floats`` flag, taken back in d2bba4f.
+
+    PYTHONPATH=. .venv/bin/python inproc_host.py 8   (at 54f3083)"""
 import statistics, sys, torch
 from bita.bench.suites import mt_bench
 from bita.decode import pass_logits as PL

@@ -1,3 +1,9 @@
+"""A sampled row's warp (target_probs) with the session's start's scalar helpers and stack (torch operations) against
+this checkout's numpy scalars and lone-row view: 120 real rows of sampled MT-Bench answers, six rounds alternating in
+one process; the probabilities checked bitwise equal. Median us a row.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2vcpu-xeon-6-207/race-draw/warp_ab.py
+"""
 import torch, time, statistics
 import bita.decode.sampling as S
 from bita.decode.sampling import Sampling, target_probs
