@@ -6,6 +6,8 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
 - TRANSPOSED: ``x @ Wt`` with ``Wt = W.T`` made contiguous once (BLAS then streams W row by row);
 - PACKED: W reordered once into oneDNN's blocked layout (``torch.ops.mkldnn._linear_pointwise``);
 - NATIVE: W packed once into native.py's tiles of 32 outputs (row-invariant by construction), where it builds;
+- DOT: NATIVE's tiles summed by vdpbf16ps (bf16, row-invariant by construction; half NATIVE's arithmetic a row),
+  where the CPU has AVX512-BF16 and native.py builds it;
 - AMX: W packed once into native_amx.c's blocks for Intel's AMX tiles (bf16, row-invariant by construction), where
   the CPU has AMX-BF16 and native.py builds it;
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
@@ -17,7 +19,7 @@ too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PAC
 and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here as passes run
 them: on the products the forward really runs (the lean forward's fused QKV and gate/up weights,
 ``Product``), each through ``PlannedLinear``, so a pass of fewer rows than a path's floor is timed padded
-to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass), and the native and AMX paths
+to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass), and the native kernels' paths
 without Python a product (``PlannedLinear.bound``: the lean forward calls them all from C); all the layers' products
 one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of
 ``TIMED_ROWS`` rows, one path at a time (its copies made, timed, dropped: at most one copy of the weights
@@ -50,9 +52,10 @@ from . import native
 from .device import machine_key, median_seconds
 from .measured import MIN_GAIN, measured
 
-STOCK, TRANSPOSED, PACKED, NATIVE, AMX = "stock", "transposed", "packed", "native", "amx"
+STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX = "stock", "transposed", "packed", "native", "dot", "amx"
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
-PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, AMX, TRITON)
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, TRITON)
+NATIVE_PATHS = (NATIVE, DOT, AMX)  # the native library's kernels (native.py: its name for each is the path's)
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 REPEATS = 5
@@ -62,7 +65,7 @@ PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached
 PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
 FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
 _floors: dict[tuple, int] = {}  # row_floor's measurements in this process
-_said: set[str] = set()  # why the native or AMX path cannot run, said once a process
+_said: set[str] = set()  # why the native, dot or AMX path cannot run, said once a process
 logger = logging.getLogger(__name__)
 
 _linear_pointwise = torch.ops.mkldnn._linear_pointwise.default
@@ -99,9 +102,9 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tuple[str, ...]:
     """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
-    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, AMX where its
-    kernel runs here too and the weight is bf16; where the native path cannot run, one warning (logged once) says
-    why, and where the AMX path cannot, one info line."""
+    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, DOT and AMX where
+    their kernels run here too and the weight is bf16; where the native path cannot run, one warning (logged once)
+    says why, and where the DOT or AMX path cannot, one info line."""
     paths = [STOCK, TRANSPOSED]
     if torch.backends.mkldnn.is_available() and pack(weight) is not None:
         paths.append(PACKED)
@@ -111,22 +114,22 @@ def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tu
     elif why is not None and why not in _said:
         _said.add(why)
         logger.warning("%s; the kernel plan chooses among %s", why, ", ".join(paths))
-    why_not_amx = native.amx_unavailable()
-    if why_not_amx is None and weight.dtype in native.AMX_DTYPES:
-        paths.append(AMX)
-    elif why is None and why_not_amx is not None and why_not_amx not in _said:
-        _said.add(why_not_amx)
-        logger.info("%s; the kernel plan offers no AMX path", why_not_amx)
+    for path, why_not in ((DOT, native.dot_unavailable()), (AMX, native.amx_unavailable())):
+        if why_not is None and weight.dtype in native.BF16_DTYPES:
+            paths.append(path)
+        elif why is None and why_not is not None and why_not not in _said:
+            _said.add(why_not)
+            logger.info("%s; the kernel plan offers no %s path", why_not, path)
     return tuple(paths)
 
 
 def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
     """The copy of ``weight`` [out, in] that ``path`` reads, made once: TRANSPOSED [in, out] contiguous, PACKED
-    oneDNN's blocked layout, NATIVE native.py's tiles, AMX native_amx.c's blocks; None for STOCK (the weight
+    oneDNN's blocked layout, NATIVE and DOT native.py's tiles, AMX native_amx.c's blocks; None for STOCK (the weight
     itself)."""
     if path == TRANSPOSED:
         return weight.detach().t().contiguous()
-    if path in (NATIVE, AMX):
+    if path in NATIVE_PATHS:
         return native.pack(weight, path)
     return pack(weight) if path == PACKED else None
 
@@ -134,7 +137,7 @@ def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, copy: torch.Tensor | None,
              floor: int = 1, residual: torch.Tensor | None = None) -> torch.Tensor:
     """x [..., in] -> [..., out] by ``path`` on ``copy``, the weight's ``weight_copy``, plus ``residual`` ([..., out])
-    where given: the product rounded to the dtype, then added (the native and AMX paths add it as they store the
+    where given: the product rounded to the dtype, then added (the native kernels' paths add it as they store the
     product). Fewer than ``floor`` rows run padded to ``floor`` (copies of the last row): below its floor a
     path may round a row differently (``row_floor``)."""
     rows = x.numel() // x.shape[-1]
@@ -142,7 +145,7 @@ def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         flat = x.reshape(rows, x.shape[-1])
         padded = torch.cat([flat, flat[-1:].expand(floor - rows, -1)])
         out = run_path(path, padded, weight, bias, copy)[:rows].reshape(*x.shape[:-1], -1)
-    elif path in (NATIVE, AMX):
+    elif path in NATIVE_PATHS:
         return native.linear(x, copy, bias, weight.shape[0], None if residual is None else residual.contiguous(), path)
     elif path == TRITON:
         from . import triton_linear  # Triton: only where a GPU's row-invariant passes ask for it
@@ -173,9 +176,9 @@ class PlannedLinear:
 
     @property
     def called_from_c(self) -> bool:
-        """Whether the lean forward's stack calls this product from C (native_stack.py): on the native or AMX path,
+        """Whether the lean forward's stack calls this product from C (native_stack.py): on a native kernel's path,
         no row padded to a floor."""
-        return self.path in (NATIVE, AMX) and self.floor == 1
+        return self.path in NATIVE_PATHS and self.floor == 1
 
     def bound(self, x: torch.Tensor) -> Callable[[], object]:
         """This linear on x [..., in] as a pass runs it: where ``called_from_c``, the C call with its arguments bound

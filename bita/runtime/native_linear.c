@@ -125,31 +125,61 @@ static inline __attribute__((always_inline)) void tile_bf16(const float *xp, con
     EPILOGUE(uint16_t, u16)
 }
 
+/* bf16 by vdpbf16ps (where the CPU has AVX512-BF16): the panel xp [ceil(K / 2)][rows] holds x's pairs as they lie
+ * in x (0 past K), and one instruction adds a lane's two products to its sum, odd k first, then even, each rounded
+ * once: tile_bf16's order and roundings in half its instructions, but with subnormal inputs and partial sums taken
+ * as zero (the instruction's DAZ and FTZ), so its bits may differ from tile_bf16's where any is subnormal. */
+#if defined(__AVX512BF16__)
+static inline __attribute__((always_inline)) void tile_dot(const uint32_t *xp, const uint16_t *p, const float *bias,
+                                                           const uint16_t *residual, uint16_t *y, const int rows,
+                                                           int K, int ldy, int width, int part) {
+    vec acc[MAX_ROWS][SPAN];
+    for (int i = 0; i < rows; i++) for (int v = 0; v < SPAN; v++) acc[i][v] = vzero();
+    const int pairs = (K + 1) / 2;
+    const uint16_t *pk = p + part * SPAN * LANES * 2;
+    for (int k2 = 0; k2 < pairs; k2++, pk += TILE * 2, xp += rows) {
+        prefetch(pk);
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(pk), w1 = (__m512bh)_mm512_loadu_si512(pk + LANES * 2);
+        for (int i = 0; i < rows; i++) {
+            const __m512bh xv = (__m512bh)_mm512_set1_epi32((int)xp[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], xv, w0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], xv, w1);
+        }
+    }
+    EPILOGUE(uint16_t, u16)
+}
+#endif
+
 const char *bita_isa(void) { return ISA_NAME " (bf16 widened to float32)"; }
 
-/* tile_<dtype>_by_rows[r]: the sweep with rows fixed at r (its loops unrolled, sums in registers) */
-#define ROW_CASE(name, type, r)                                                                                   \
-    static void name##_##r(const float *xp, const type *p, const float *b, const type *add, type *y, int K,       \
+/* tile_<dtype>_by_rows[r]: the sweep with rows fixed at r (its loops unrolled, sums in registers); panel: the
+ * type of the panel's elements */
+#define ROW_CASE(name, panel, type, r)                                                                            \
+    static void name##_##r(const panel *xp, const type *p, const float *b, const type *add, type *y, int K,       \
                            int ldy, int width, int part) {                                                       \
         name(xp, p, b, add, y, r, K, ldy, width, part);                                                          \
     }
-#define ROW_CASES(name, type) ROW_CASE(name, type, 1) ROW_CASE(name, type, 2) ROW_CASE(name, type, 3)            \
-    ROW_CASE(name, type, 4) ROW_CASE(name, type, 5) ROW_CASE(name, type, 6) ROW_CASE(name, type, 7)              \
-    ROW_CASE(name, type, 8) ROW_CASE(name, type, 9) ROW_CASE(name, type, 10) ROW_CASE(name, type, 11)            \
-    ROW_CASE(name, type, 12)                                                                                     \
-    static void (*const name##_by_rows[MAX_ROWS + 1])(const float *, const type *, const float *, const type *, \
+#define ROW_CASES(name, panel, type) ROW_CASE(name, panel, type, 1) ROW_CASE(name, panel, type, 2)                \
+    ROW_CASE(name, panel, type, 3) ROW_CASE(name, panel, type, 4) ROW_CASE(name, panel, type, 5)                 \
+    ROW_CASE(name, panel, type, 6) ROW_CASE(name, panel, type, 7) ROW_CASE(name, panel, type, 8)                 \
+    ROW_CASE(name, panel, type, 9) ROW_CASE(name, panel, type, 10) ROW_CASE(name, panel, type, 11)               \
+    ROW_CASE(name, panel, type, 12)                                                                              \
+    static void (*const name##_by_rows[MAX_ROWS + 1])(const panel *, const type *, const float *, const type *, \
                                                       type *, int, int, int, int) = {                            \
         0, name##_1, name##_2, name##_3, name##_4, name##_5, name##_6, name##_7, name##_8, name##_9, name##_10,  \
         name##_11, name##_12};
-ROW_CASES(tile_bf16, uint16_t)
-ROW_CASES(tile_f32, float)
+ROW_CASES(tile_bf16, float, uint16_t)
+ROW_CASES(tile_f32, float, float)
+#if defined(__AVX512BF16__)
+ROW_CASES(tile_dot, uint32_t, uint16_t)
+#endif
 
-/* The calling thread's panel of at least size floats (kept between passes; NULL where memory runs out). */
-static float *panel_of(size_t size) {
-    static _Thread_local float *panel;
+/* The calling thread's panel of at least size 4-byte elements (kept between passes; NULL where memory runs out). */
+static void *panel_of(size_t size) {
+    static _Thread_local void *panel;
     static _Thread_local size_t capacity;
     if (size > capacity) {
-        float *grown = malloc(size * sizeof(float));
+        void *grown = malloc(size * 4);
         if (!grown) return 0;
         free(panel);
         panel = grown;
@@ -165,24 +195,34 @@ static inline void block_of(int b, int M, int blocks, int *m0, int *rows) {
     *rows = base + (b < extra);
 }
 
+/* The panel's element k of row m (m0 + i) for each kernel: x widened to float (0 past K), or x's pair k as it lies
+ * in memory (0 past K: a last odd k pairs x[K - 1] with 0). */
+static inline float panel_f(const float *x, int m, int k, int K) { return k < K ? x[(size_t)m * K + k] : 0.0f; }
+static inline float panel_u16(const uint16_t *x, int m, int k, int K) {
+    return k < K ? bf16_to_float(x[(size_t)m * K + k]) : 0.0f;
+}
+static inline uint32_t panel_pair(const uint16_t *x, int m, int k2, int K) {
+    const uint16_t *row = x + (size_t)m * K;
+    return row[2 * k2] | (2 * k2 + 1 < K ? (uint32_t)row[2 * k2 + 1] << 16 : 0u);
+}
+
 /* x [M, K], p packed, bias [N] float32 or NULL, residual [M, N] or NULL (added to the product), y [M, N];
- * threads: OpenMP threads over the tiles. depth: the panel's k (K, or K rounded up to pairs). */
-#define LINEAR(name, type, tile, tile_size, depth, load)                                                          \
+ * threads: OpenMP threads over the tiles. depth: the panel's elements per row; fill: panel_<kernel>. */
+#define LINEAR(name, type, panel, tile, tile_size, depth, fill, out)                                              \
 void name(const type *x, const type *p, const float *bias, const type *residual, type *y, int M, int N, int K,   \
           int threads) {                                                                                         \
     const int tiles = (N + TILE - 1) / TILE, blocks = (M + ROWS - 1) / ROWS, D = (depth);                        \
-    float *xp = panel_of((size_t)M * D);                                                                         \
+    panel *xp = panel_of((size_t)M * D);                                                                         \
     if (!xp) { /* no memory for the panel: NaN, never a wrong number */                                          \
-        for (size_t i = 0; i < (size_t)M * N; i++) store_##load(y + i, __builtin_nanf(""));                      \
+        for (size_t i = 0; i < (size_t)M * N; i++) store_##out(y + i, __builtin_nanf(""));                       \
         return;                                                                                                  \
     }                                                                                                            \
     for (int b = 0; b < blocks; b++) {                                                                           \
         int m0, rows;                                                                                            \
         block_of(b, M, blocks, &m0, &rows);                                                                      \
-        float *block = xp + (size_t)m0 * D;                                                                      \
+        panel *block = xp + (size_t)m0 * D;                                                                      \
         for (int i = 0; i < rows; i++)                                                                           \
-            for (int k = 0; k < D; k++)                                                                          \
-                block[(size_t)k * rows + i] = k < K ? load_##load(x + (size_t)(m0 + i) * K + k) : 0.0f;          \
+            for (int k = 0; k < D; k++) block[(size_t)k * rows + i] = fill(x, m0 + i, k, K);                     \
     }                                                                                                            \
     _Pragma("omp parallel for schedule(static) num_threads(threads)")                                            \
     for (int t = 0; t < tiles; t++) {                                                                            \
@@ -203,5 +243,10 @@ void name(const type *x, const type *p, const float *bias, const type *residual,
         }                                                                                                        \
     }                                                                                                            \
 }
-LINEAR(bita_linear_bf16, uint16_t, tile_bf16, (size_t)((K + 1) / 2) * TILE * 2, (K + 1) / 2 * 2, u16)
-LINEAR(bita_linear_f32, float, tile_f32, (size_t)K * TILE, K, f)
+LINEAR(bita_linear_bf16, uint16_t, float, tile_bf16, (size_t)((K + 1) / 2) * TILE * 2, (K + 1) / 2 * 2, panel_u16,
+       u16)
+LINEAR(bita_linear_f32, float, float, tile_f32, (size_t)K * TILE, K, panel_f, f)
+#if defined(__AVX512BF16__)
+/* bf16 by vdpbf16ps on native_linear.c's packing (bita_pack_bf16): the "dot" kernel of the plan */
+LINEAR(bita_dot_linear, uint16_t, uint32_t, tile_dot, (size_t)((K + 1) / 2) * TILE * 2, (K + 1) / 2, panel_pair, u16)
+#endif

@@ -1,8 +1,9 @@
-"""A lean forward's decoder stack in one native call a pass (native_stack.c), where every linear runs on the native or
-the AMX kernel: the same kernels on the same arguments, in the same order, as ``LeanLlama.run_layers`` calls them one
-by one on the native path (so the same bits), without the ~300 Python calls a pass, each with its checks, views and
-allocation, between which the OpenMP threads fall asleep (a one-row pass of SmolLM2-135M after 300 cached on a 2-vCPU
-Xeon of family 6 model 207: 12.0 ms instead of 23.5; benchmarks/native_stack.py). Its checks run once a pass, here."""
+"""A lean forward's decoder stack in one native call a pass (native_stack.c), where every linear runs on one of the
+native library's kernels (native, dot or AMX): the same kernels on the same arguments, in the same order, as
+``LeanLlama.run_layers`` calls them one by one on the native path (so the same bits), without the ~300 Python calls a
+pass, each with its checks, views and allocation, between which the OpenMP threads fall asleep (a one-row pass of
+SmolLM2-135M after 300 cached on a 2-vCPU Xeon of family 6 model 207: 12.0 ms instead of 23.5;
+benchmarks/native_stack.py). Its checks run once a pass, here."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import native
-from .kernel_plan import AMX, PlannedLinear
+from .kernel_plan import AMX, DOT, NATIVE, PlannedLinear
 from .static_kv import StaticKV
 
 if TYPE_CHECKING:
     from .lean_llama import LeanLlama
+
+KERNELS = {NATIVE: 0, AMX: 1, DOT: 2}  # native_stack.c's KERNEL_* for a product's path
 
 
 def _address(tensor: torch.Tensor | None) -> int:
@@ -26,10 +29,10 @@ class NativeStack:
     """The decoder stack of a LeanLlama ``lean`` as native_stack.c runs it: ``addresses`` [layers x 10 + 1] int64, a
     layer's norm, Q/K/V product and bias, O product and bias, norm, gate/up product and bias, down product and bias
     (a product: its weight as ``native.pack`` packed it; a bias: a float32 copy kept here, or 0), then the final
-    norm's; one kernel (``kernel``: native or AMX) for every product."""
+    norm's; one kernel (``kernel``: a path of ``KERNELS``) for every product."""
 
     def __init__(self, lean: LeanLlama, kernel: str):
-        self.lean, self.amx = lean, kernel == AMX
+        self.lean, self.kernel = lean, KERNELS[kernel]
         self.biases = []  # float32 copies of the biases, the C code reads them
         addresses = []
         for layer in lean.layers:  # (norm, Q/K/V, O, norm, gate/up, down)
@@ -86,7 +89,7 @@ class NativeStack:
                              f"{native._shown(allowed)}")
         out = torch.empty_like(x)
         failed = native._library.bita_stack(
-            self.addresses.data_ptr(), len(lean.layers), dtype == torch.bfloat16, self.amx, x.data_ptr(),
+            self.addresses.data_ptr(), len(lean.layers), dtype == torch.bfloat16, self.kernel, x.data_ptr(),
             out.data_ptr(), cos.data_ptr(), sin.data_ptr(), allowed.data_ptr(), allowed.shape[1], kv.data_ptr(),
             cache.capacity, cache.length, rows, self.hidden, lean.heads, lean.kv_heads, dim, self.intermediate,
             lean.eps, dim ** -0.5, torch.get_num_threads())

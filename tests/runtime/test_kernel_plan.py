@@ -11,6 +11,7 @@ from torch import nn
 from bita.runtime import device, kernel_plan, measured, native
 from bita.runtime.kernel_plan import (
     AMX,
+    DOT,
     NATIVE,
     PACKED,
     PATHS,
@@ -46,11 +47,11 @@ def test_another_path_replaces_stock_only_when_clearly_faster():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_every_path_computes_the_linear(path):
-    """In float32 (AMX: bf16, which it alone takes, within bf16's rounding)."""
-    why = {NATIVE: native.unavailable(), AMX: native.amx_unavailable()}.get(path)
+    """In float32 (AMX and DOT: bf16, which they alone take, within bf16's rounding)."""
+    why = {NATIVE: native.unavailable(), AMX: native.amx_unavailable(), DOT: native.dot_unavailable()}.get(path)
     if why:
         pytest.skip(why)
-    dtype, tolerance = (torch.bfloat16, 2e-2) if path == AMX else (torch.float32, 1e-5)
+    dtype, tolerance = (torch.bfloat16, 2e-2) if path in (AMX, DOT) else (torch.float32, 1e-5)
     torch.manual_seed(0)
     linear = nn.Linear(24, 40).to(dtype)
     x = torch.randn(3, 5, 24).to(dtype)

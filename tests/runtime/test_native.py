@@ -93,6 +93,7 @@ def test_the_switch_turns_them_off(monkeypatch, tmp_path):
     monkeypatch.setenv(native.SWITCH, "0")
     assert native.unavailable(tmp_path) == "the native kernels are off (BITA_NATIVE=0)"
     assert native.amx_unavailable() == "the native kernels are off (BITA_NATIVE=0)"  # the AMX kernel with them
+    assert native.dot_unavailable() == "the native kernels are off (BITA_NATIVE=0)"  # and the dot kernel
     assert native.pack(torch.randn(4, 4).bfloat16(), "amx") is None
     assert not list(tmp_path.iterdir())  # nothing built
 
@@ -353,7 +354,7 @@ def test_bf16_attention_runs_on_the_amx_tiles_where_they_run():
 def test_native_attention_of_each_isa_build(monkeypatch, tmp_path, march):
     """The AVX2 build, the AVX-512 one without AVX512-BF16 (bf16 keys widened) and the one with AVX512-BF16 but no AMX
     (bf16 scores by vdpbf16ps), where this CPU runs them: the same checks as above (their sums are in another order
-    than this machine's native build: each is checked on its own)."""
+    than this machine's native build: each is checked on its own); only the last holds the dot kernel."""
     flags = native.cpu_info().get("flags", "").split()
     if march != "haswell" and "avx512f" not in flags or march == "cooperlake" and "avx512_bf16" not in flags:
         pytest.skip(f"this CPU does not run a {march} build")
@@ -361,6 +362,7 @@ def test_native_attention_of_each_isa_build(monkeypatch, tmp_path, march):
     assert native.unavailable(tmp_path / "native") is None
     assert native.describe().startswith("avx2" if march == "haswell" else "avx512 (")
     assert not native.attention_on_tiles(64, torch.bfloat16)  # no AMX code in these builds
+    assert (native.dot_unavailable() is None) == (march == "cooperlake"), native.dot_unavailable()  # vdpbf16ps
     for dtype in DTYPES:
         for shape in [(3, 3, 64), (2, 3, 24), (1, 4, 16)]:
             if not shape[2] % native._limits.lanes:

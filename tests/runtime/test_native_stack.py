@@ -7,9 +7,9 @@ from conftest import COMMON, forget_native, tiny_model, tree_allowed
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bita.runtime import native
-from bita.runtime.kernel_plan import AMX, NATIVE, TRANSPOSED, KernelPlan
+from bita.runtime.kernel_plan import AMX, DOT, NATIVE, TRANSPOSED, KernelPlan
 from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
-from bita.runtime.native_stack import NativeStack
+from bita.runtime.native_stack import KERNELS, NativeStack
 
 
 def model_of(arch: str) -> torch.nn.Module:
@@ -37,27 +37,27 @@ def load_build(march: str, monkeypatch, folder) -> None:
 
 
 def lean_on(arch: str, dtype: torch.dtype, kernel: str) -> LeanLlama:
-    why = native.unavailable() or (native.amx_unavailable() if kernel == AMX else None)
+    why = {AMX: native.amx_unavailable, DOT: native.dot_unavailable}.get(kernel, native.unavailable)()
     if why:
         pytest.skip(why)
-    if kernel == AMX and dtype != torch.bfloat16:
-        pytest.skip("the AMX kernel takes bf16 only")
+    if kernel != NATIVE and dtype != torch.bfloat16:
+        pytest.skip(f"the {kernel} kernel takes bf16 only")
     return LeanLlama(model_of(arch).to(dtype), KernelPlan(kernel, kernel))
 
 
 @pytest.mark.parametrize("march", ["native", "haswell"])
-@pytest.mark.parametrize("kernel", [NATIVE, AMX])
+@pytest.mark.parametrize("kernel", [NATIVE, DOT, AMX])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("arch", [*LEAN_TYPES, "llama-biases"])
 def test_the_stack_in_one_call_is_the_layers_called_one_by_one(arch, dtype, kernel, march, monkeypatch,
                                                                tmp_path_factory):
     """A prompt, then passes of 1..20 rows under tree masks after 0..~45 cached slots: the same hidden states and the
-    same cache, bit for bit; in this machine's build and in the AVX2 one (whose library holds no AMX kernel: the
-    stack's reference to it stays unresolved)."""
+    same cache, bit for bit; in this machine's build and in the AVX2 one (whose library holds no AMX or dot kernel:
+    the stack's references to them stay unresolved)."""
     load_build(march, monkeypatch, tmp_path_factory.getbasetemp() / f"native-{march}")
     lean = lean_on(arch, dtype, kernel)
     stack = lean.stack
-    assert stack is not None and stack.amx == (kernel == AMX)
+    assert stack is not None and stack.kernel == KERNELS[kernel]
     generator = torch.Generator().manual_seed(1)
     caches = {way: lean.new_cache(rows=64) for way in ("stack", "python")}
     cached = 0
