@@ -9,8 +9,12 @@ pass (25th-75th percentile) and the per-round ratio.
 an earlier commit's C files with native.py's FLAGS) against this checkout's, to time a kernel change; their hidden
 states may differ in rounding (the largest difference is shown).
 
+``--kernel K``: instead, the pass in one call with its products on kernel K against the plan's kernel, where the two
+read the same packed weights (native and dot: native_linear.c's tiles), e.g. ``--kernel native`` where the plan took
+dot.
+
     PYTHONPATH=. .venv/bin/python benchmarks/native_stack.py [--rows 1,2,4,8,16,32,64] [--rounds 15] [--context 300]
-        [--against OLD.so]
+        [--against OLD.so | --kernel native]
 """
 
 import argparse
@@ -24,6 +28,8 @@ from bita.model.loading import load_model
 from bita.plan.costs import quartiles
 from bita.runtime import native
 from bita.runtime.device import describe_device
+from bita.runtime.kernel_plan import DOT, NATIVE
+from bita.runtime.native_stack import KERNELS
 
 
 def spread(values: list[float]) -> str:
@@ -38,6 +44,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--context", type=int, default=300)
     parser.add_argument("--against", help="another build of the native library, its stack timed beside this one's")
+    parser.add_argument("--kernel", choices=(NATIVE, DOT), help="the products on this kernel, beside the plan's")
     args = parser.parse_args()
     loaded = load_model(args.model) if args.model else load_model()
     runtime = loaded.runtime
@@ -55,13 +62,20 @@ def main() -> None:
         lean.forward(cache, embeds[:args.context], torch.arange(args.context),
                      torch.ones(args.context, args.context, dtype=torch.bool).tril(), args.context)
 
-    ours = native._library
-    other = native.load_beside(Path(args.against)) if args.against else None
-    names = (f"one call on {Path(args.against).name}", "one call") if other else ("Python calls", "one call")
+    ours, planned = native._library, stack.kernel
+    library = native.load_beside(Path(args.against)) if args.against else None
+    kernel = KERNELS[args.kernel] if args.kernel else None
+    if kernel is not None and {kernel, planned} - {KERNELS[NATIVE], KERNELS[DOT]}:
+        print(f"--kernel {args.kernel} reads native_linear.c's tiles; this plan's products are on another kernel")
+        return
+    beside = library is not None or kernel is not None  # one call beside one call, not beside Python calls
+    names = (f"one call on {Path(args.against).name}" if library else f"one call on {args.kernel}" if beside
+             else "Python calls", "one call")
 
     def one_pass(rows: int, allowed: torch.Tensor, second: bool) -> tuple[torch.Tensor, float]:
-        lean.stack = stack if second or other else None
-        native._library = ours if second or not other else other
+        lean.stack = stack if second or beside else None
+        native._library = library if library and not second else ours
+        stack.kernel = kernel if kernel is not None and not second else planned
         cache.length = args.context
         started = time.perf_counter()
         with torch.inference_mode():
@@ -70,7 +84,7 @@ def main() -> None:
         return hidden, 1e3 * (time.perf_counter() - started)
 
     print(f"| rows | {names[0]}, ms | {names[1]}, ms | {names[1]} / {names[0]}, per round | "
-          f"{'largest difference' if other else 'bitwise equal'} |")
+          f"{'largest difference' if beside else 'bitwise equal'} |")
     print("|---:|---:|---:|---:|---|")
     for rows in map(int, args.rows.split(",")):
         allowed = torch.ones(rows, args.context + rows, dtype=torch.bool)
@@ -78,14 +92,14 @@ def main() -> None:
         for row in range(2, rows, 2):
             allowed[row, args.context + row - 1] = False
         first, second = one_pass(rows, allowed, False)[0], one_pass(rows, allowed, True)[0]
-        agree = f"{(first.float() - second.float()).abs().max().item():.3g}" if other else torch.equal(first, second)
+        agree = f"{(first.float() - second.float()).abs().max().item():.3g}" if beside else torch.equal(first, second)
         times = {False: [], True: []}
         for _ in range(args.rounds):
             for way in (False, True):
                 times[way].append(one_pass(rows, allowed, way)[1])
         ratios = [b / a for a, b in zip(times[False], times[True])]
         print(f"| {rows} | {spread(times[False])} | {spread(times[True])} | {spread(ratios)} | {agree} |", flush=True)
-    lean.stack, native._library = stack, ours
+    lean.stack, native._library, stack.kernel = stack, ours, planned
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The kernel plan: the choice of the fastest path, and the cache on disk (no model)."""
 
 import json
+import logging
 import types
 
 import pytest
@@ -223,3 +224,21 @@ def test_the_lean_forward_plans_on_the_fused_products_it_runs():
     assert q_proj.weight.data_ptr() == products[0][0].data_ptr()
     again = run_products(model, linears)
     assert all(a.data_ptr() == b.data_ptr() and torch.equal(a, b) for (a, _), (b, _) in zip(products, again))
+
+
+def test_a_kernel_this_cpu_lacks_is_not_offered_and_said_once(monkeypatch, caplog):
+    """Where the native library holds no dot or AMX kernel (a CPU without AVX512-BF16 or AMX-BF16), the plan offers
+    neither and says why once, at info; bf16 weights still get the native path where the library loads."""
+    if native.unavailable() is not None:
+        pytest.skip(native.unavailable())
+    monkeypatch.setattr(native, "dot_unavailable", lambda: "no dot kernel here")
+    monkeypatch.setattr(native, "amx_unavailable", lambda: "no AMX kernel here")
+    monkeypatch.setattr(kernel_plan, "_said", set())
+    weight = torch.randn(8, 8).bfloat16()
+    with caplog.at_level(logging.INFO, logger=kernel_plan.__name__):
+        for _ in range(2):
+            paths = kernel_plan.offered_paths(weight)
+            assert NATIVE in paths and DOT not in paths and AMX not in paths
+    said = [record.getMessage() for record in caplog.records]
+    assert said == ["no dot kernel here; the kernel plan offers no dot path",
+                    "no AMX kernel here; the kernel plan offers no amx path"]
