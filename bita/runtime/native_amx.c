@@ -16,8 +16,8 @@
  * result added to C[m][n]. Row m's sum reads row m of A and the B tile alone, and the chunks are taken in the order
  * of k, whatever M is and wherever the row sits in its tile or its pass: a row's result is the same in a pass of one
  * row and in a pass of many (row-invariant by construction; the kernel plan checks it, tests/runtime/
- * test_native_bf16_kernels.py too). The order is not native_linear.c's (one FMA a product), so the bits differ from the
- * native path's, not between passes. The epilogue adds the bias in float32 and rounds to bf16 to nearest even; with
+ * test_native_bf16_kernels.py too). The order is not native_linear.c's (one FMA a product), so the bits differ from
+ * the native path's, not between passes. The epilogue adds the bias in float32 and rounds to bf16 to nearest even; with
  * a residual, y = residual + the product rounded to bf16 first (as torch adds them, as native_linear.c does).
  *
  * Linux grants the tile data state per process (arch_prctl ARCH_REQ_XCOMP_PERM, once, before any tile instruction:

@@ -11,9 +11,11 @@
  * result is the same in a pass of one row and in a pass of many (row-invariant by construction; the kernel plan
  * checks it). No sum crosses lanes. Outputs round to bfloat16 to nearest even, lane by lane.
  *
- * Why float32 FMAs and not vdpbf16ps: on Intel's Sapphire/Emerald Rapids vdpbf16ps (32 products) issues one per two
- * cycles where two 16-product FMAs issue each cycle, so widened FMAs do a row's arithmetic in half the time (plus
- * a shift and an AND a pair and 16 outputs, shared by the sweep's rows); a one-row pass is bound by memory either way.
+ * Why float32 FMAs, and vdpbf16ps beside them (tile_dot, the plan's "dot" kernel, where the CPU has AVX512-BF16): on
+ * Intel's Sapphire/Emerald Rapids vdpbf16ps (32 products) issues one per two cycles where two 16-product FMAs issue
+ * each cycle, so widened FMAs do a row's arithmetic in half the time (plus a shift and an AND a pair and 16 outputs,
+ * shared by the sweep's rows); on AMD's Zen 4 each issues once a cycle, so vdpbf16ps does it in half the time of
+ * the FMAs. The kernel plan times both; a one-row pass is bound by memory either way.
  *
  * A pass first copies x into a panel, a block of rows at a time, k-major ([k][rows] float32: bf16 widened, K padded
  * to the packing's depth), so that a sweep broadcasts every row's x[k] from one pointer at fixed offsets (reading
@@ -156,7 +158,11 @@ static inline __attribute__((always_inline)) void tile_dot(const uint32_t *xp, c
 }
 #endif
 
+#if defined(__AVX512BF16__)
+const char *bita_isa(void) { return ISA_NAME " (bf16 widened to float32, or vdpbf16ps: the dot kernel)"; }
+#else
 const char *bita_isa(void) { return ISA_NAME " (bf16 widened to float32)"; }
+#endif
 
 /* tile_<dtype>_by_rows[r]: the sweep with rows fixed at r (its loops unrolled, sums in registers); panel: the
  * type of the panel's elements */
