@@ -52,7 +52,8 @@ def main() -> None:
     print(f"{describe_device(runtime.device)}, {runtime.dtype}, {torch.get_num_threads()} threads; "
           f"{runtime.forward.describe()}; plan {runtime.plan.describe() if runtime.plan else 'none'}")
     if stack is None or not lean.native:
-        print("no native stack here: a product is not on the native or AMX path, or attention is not native")
+        print("no native stack here: a product is not on a native kernel's path (native, dot, AMX), or attention is "
+              "not native")
         return
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(100, 20000, (args.context + 64,), generator=generator)
