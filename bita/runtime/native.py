@@ -277,9 +277,10 @@ def amx_unavailable() -> str | None:
 def dot_unavailable() -> str | None:
     """Why the dot kernel (native_linear.c's tiles summed by vdpbf16ps) cannot run here (None: it can): the native
     library must load and hold it (the compiler's -march=native enabled AVX512-BF16 for this CPU)."""
-    if unavailable() is not None or hasattr(_library, "bita_dot_linear"):
-        return unavailable()
-    return "the dot kernel is not built: the compiler's -march=native does not enable AVX512-BF16 here"
+    why = unavailable()
+    if why is None and not hasattr(_library, "bita_dot_linear"):
+        why = "the dot kernel is not built: the compiler's -march=native does not enable AVX512-BF16 here"
+    return why
 
 
 def attention_on_tiles(head_dim: int, dtype: torch.dtype) -> bool:

@@ -86,10 +86,10 @@ def test_the_dot_path_is_the_native_path_bitwise_where_nothing_is_subnormal():
         pytest.skip(native.dot_unavailable())
     for shape in SHAPES:
         weight, bias, x, residual = _case(shape, seed=7 + sum(shape))
-        out_features = shape[0]
+        out_features, packed = shape[0], {path: native.pack(weight, path) for path in (NATIVE, DOT)}
         for rows in (1, 3, 12, 13, 40):
-            got = {path: native.linear(x[:rows], native.pack(weight, path), bias, out_features, residual[:rows], path)
-                   for path in (NATIVE, DOT)}
+            got = {path: native.linear(x[:rows], copy, bias, out_features, residual[:rows], path)
+                   for path, copy in packed.items()}
             assert torch.equal(_bits(got[DOT]), _bits(got[NATIVE])), f"{shape}, {rows} rows"
 
 
