@@ -10,7 +10,8 @@ at every depth it reaches. Here the whole tree is judged at once, where the logi
   sibling before it in rank order does (the walk's ``next(...)`` over children in rank order);
 - node i is accepted when it and all its ancestors are taken; these nodes form one path from the root, and
   its deepest node is the last accepted (the root's row when none is);
-- the bonus is ``chosen`` at that row, and the next drafts are the top-k of the mask group anchored there.
+- the bonus is ``chosen`` at that row, and the next drafts are the top-k of the mask group anchored there (sampled:
+  raced with the vectors of the positions after the bonus, bita/decode/mask_drafts.py).
 
 ``queue_walk`` queues this behind the pass; ``QueuedWalk.read`` brings the last accepted row, the bonus and the
 drafts back in one copy, and the accepted path is then read off the tree on the host. On a GPU the rules run as
@@ -32,8 +33,9 @@ import torch
 
 from ..drafts.tree import ROOT, DraftTree, full_tree
 from ..runtime.device import to_device
+from .mask_drafts import draft_choice, raced_vectors
 from .sampling import Sampling, target_probs
-from .verify import RowNoise, Verification
+from .verify import AheadNoise, RowNoise, Verification
 
 
 def on_device(device: torch.device) -> bool:
@@ -185,11 +187,12 @@ class QueuedWalk:
 
 def queue_walk(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified: torch.Tensor,
                every: torch.Tensor | None, k: int, sampling: Sampling, noise: RowNoise | None,
-               decider: Decider | None = None) -> QueuedWalk:
+               decider: Decider | None = None, ahead: AheadNoise | None = None) -> QueuedWalk:
     """Queue the verdict on a pass's candidates (``tree`` with ``tokens``: N ids, or [N] long on the logits' device;
-    verified [1 + N, V] logits) and the top-``k`` drafts of the mask group anchored on the last accepted node (every
-    [G, depth, V] every group's logits; None: no groups), judged on the logits' device by ``decider`` (None:
-    ``default_decider``), without waiting for it: ids as float64 (exact), read back by ``QueuedWalk.read``."""
+    verified [1 + N, V] logits) and the ``k`` drafts a depth of the mask group anchored on the last accepted node (every
+    [G, depth, V] every group's logits; None: no groups; raced with ``ahead``'s vectors where given), judged on the
+    logits' device by ``decider`` (None: ``default_decider``), without waiting for it: ids as float64 (exact), read
+    back by ``QueuedWalk.read``."""
     device = verified.device
     tensors = tree_tensors(tree, device)
     chosen = chosen_tokens(verified, sampling, noise)
@@ -198,7 +201,11 @@ def queue_walk(tree: DraftTree, tokens: tuple[int, ...] | torch.Tensor, verified
     parts = [decided.double()]
     if every is not None:
         drafting = every.index_select(0, decided[2:].clamp(min=0))[0]  # [depth, V], read on the device
-        top = torch.softmax(drafting, dim=-1).topk(k, dim=-1)  # [depth, k]
-        parts += [top.indices.flatten().double(), top.values.flatten().double()]
+        vectors = raced_vectors(ahead, 0, tree.depth + every.shape[1], every.shape[-1])  # every position they may draft
+        if vectors is not None:  # the rows past the bonus, whose offset is the last accepted row's depth
+            bonus = torch.cat([tensors.depth.new_zeros(1), tensors.depth]).index_select(0, decided[:1]).long()
+            vectors = vectors.to(device).index_select(0, bonus + torch.arange(every.shape[1], device=device))
+        probs, drafts = draft_choice(drafting, k, sampling, vectors)
+        parts += [drafts.flatten().double(), probs.flatten().double()]
     return QueuedWalk(tree, torch.cat(parts), None if every is None else (every.shape[1], k),
                       every.dtype if every is not None else torch.float32)

@@ -19,8 +19,9 @@ from ..drafts.trie import PassTrie
 from ..runtime.runtime import Runtime
 from .device_walk import on_device, queue_walk
 from .masks import PassLayout
-from .sampling import Sampling, largest
-from .verify import RowNoise, Verification, argmaxes, verify_greedy, verify_sampling
+from .mask_drafts import draft_choice, raced_vectors
+from .sampling import GREEDY, Sampling
+from .verify import AheadNoise, RowNoise, Verification, argmaxes, verify_greedy, verify_sampling
 
 # A second LM-head call reads the head's weights again; on a 2-core CPU that costs about as
 # much as 16 more rows in the first call (measured), so groups adding more rows get their own call.
@@ -39,10 +40,11 @@ class Drafts:
         return [list(zip(t.tolist(), p.tolist())) for t, p in zip(self.tokens, self.probs)]
 
 
-def drafts_from(logits: torch.Tensor, k: int) -> Drafts:
-    """Mask-group logits [depth, V] -> top-k drafts per depth (``largest``: torch.topk's probabilities, from the
-    blocks of the vocabulary with the largest maxima)."""
-    probs, tokens = largest(torch.softmax(logits, dim=-1), k)
+def drafts_from(logits: torch.Tensor, k: int, sampling: Sampling = GREEDY,
+                vectors: torch.Tensor | None = None) -> Drafts:
+    """Mask-group logits [depth, V] -> k drafts per depth on the host (bita/decode/mask_drafts.py: the most probable,
+    or sampled with ``vectors`` raced)."""
+    probs, tokens = draft_choice(logits, k, sampling, vectors)
     return Drafts(tokens.cpu(), probs.cpu())
 
 
@@ -79,30 +81,35 @@ Judgement = Callable[[], tuple[Verification, Drafts | None]]
 
 
 def queue_judgement(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
-                    sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor) -> Judgement:
+                    sampling: Sampling, noise: RowNoise | None, candidate_ids: torch.Tensor,
+                    ahead: AheadNoise | None = None) -> Judgement:
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
-    pass (the top ``tree.max_rank`` of the mask group on the last accepted node, None where it carries none), as
-    a call that gives them. On a GPU (``device_walk.on_device``) the walk is queued there now, behind the pass, on
+    pass (``tree.max_rank`` a depth from the mask group on the last accepted node, raced with ``ahead``'s vectors
+    where given; None where it carries none), as a call that gives them. On a GPU (``device_walk.on_device``) the walk is queued there now, behind the pass, on
     ``candidate_ids`` ([N] long on the logits' device, ``trie.tokens`` as the pass was sent them), and the call
     waits for its one copy back; elsewhere the call runs the walk in Python."""
     if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
         queued = queue_walk(trie.tree, candidate_ids, logits.verified, logits.every if tree.depth else None,
-                            tree.max_rank, sampling, noise)
+                            tree.max_rank, sampling, noise, ahead=ahead)
 
         def read() -> tuple[Verification, Drafts | None]:
             verdict, drafts = queued.read()
             return verdict, Drafts(*drafts) if drafts is not None else None
         return read
-    return lambda: walk_on_host(trie, layout, logits, tree, sampling, noise)
+    return lambda: walk_on_host(trie, layout, logits, tree, sampling, noise, ahead)
 
 
 def walk_on_host(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree: DraftTree | DynamicShape,
-                 sampling: Sampling, noise: RowNoise | None) -> tuple[Verification, Drafts | None]:
+                 sampling: Sampling, noise: RowNoise | None,
+                 ahead: AheadNoise | None = None) -> tuple[Verification, Drafts | None]:
     """``queue_judgement``'s verdict and drafts by the walk in Python (verify.py), reading the rows it reaches."""
     if sampling.greedy:
         verdict = verify_greedy(trie.tree, trie.tokens, argmaxes(logits.verified))
     else:
         verdict = verify_sampling(trie.tree, trie.tokens, logits.verified, sampling, noise)
-    carries_group = tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)
-    return verdict, drafts_from(logits.group(layout.group_of(verdict.last)), tree.max_rank) if carries_group else None
+    if not (tree.depth > 0 and (verdict.last == ROOT or trie.tree.nodes[verdict.last].has_group)):
+        return verdict, None
+    group = logits.group(layout.group_of(verdict.last))  # [depth, V]
+    vectors = raced_vectors(ahead, len(verdict.accepted), group.shape[0], group.shape[-1])
+    return verdict, drafts_from(group, tree.max_rank, sampling, vectors)

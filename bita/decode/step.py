@@ -33,7 +33,8 @@ from .pass_logits import Drafts, Judgement, PassLogits, drafts_from, pass_logits
 from .records import Candidates, StepRecord, attach_attention, tree_record
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
-from .verify import Coupling, RowNoise, Verification, per_position
+from .mask_drafts import raced_vectors
+from .verify import Coupling, RowNoise, Verification, ahead_of, per_position
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,11 @@ def prefill(decoding: Decoding, prompt_ids: list[int], cache: Cache) -> tuple[De
         logits, pass_seconds = timed(runtime.device, lambda: runtime.logits(forward_layout(
             runtime, adapter, cache, layout, long_tensor(prompt_ids), chain - 1, 0)[chain - 1:]))  # last row, group
         bonus = next_token(logits[0], sampling, noise, chain)
-        drafts = drafts_from(logits[1:], tree.max_rank) if tree.depth else None
+        drafts = None
+        if tree.depth:  # sampled, raced with the vectors of the positions after the bonus
+            ahead = None if noise is None else ahead_of(noise, chain)
+            drafts = drafts_from(logits[1:], tree.max_rank, sampling,
+                                 raced_vectors(ahead, 0, tree.depth, logits.shape[-1]))
         cache.keep(adapter.n_prompt, list(range(chain)))
         record = StepRecord(index=0, kind="prefill", position=chain - 1, root=prompt_ids[-1], rows=layout.rows,
                             bonus=bonus, next_drafts=drafts.as_lists() if drafts else [], n_prompt=adapter.n_prompt,
@@ -207,15 +212,16 @@ def launch_pass(decoding: Decoding, state: DecodeState, ngram: Sequence[int] = (
                          layout, 1 + trie.tree.size)
     timer.stop()
     noise = None if sampling.greedy else decoding.coupling(state.noise, trie.tree, length + 1)
+    ahead = None if sampling.greedy else ahead_of(state.noise, length + 1)  # the next drafts race with these
     judgement = queue_judgement(trie, layout, logits, decoding.tree, sampling, noise,
-                                to_device(ids[1:], runtime.device))  # sent behind the pass, for the walk
+                                to_device(ids[1:], runtime.device), ahead)  # ids sent behind the pass, for the walk
     return LaunchedPass(state, candidates, layout, logits, noise, judgement, timer)
 
 
 def settle_pass(decoding: Decoding, launched: LaunchedPass) -> SettledPass:
     """A launched pass's verdict (its ``judgement``: the tokens emitted are AR's, greedy or with the same seed; on
-    a GPU the one wait for the device a step), with the accepted path kept in the cache. The drafts stay top-k
-    either way."""
+    a GPU the one wait for the device a step), with the accepted path kept in the cache; the next drafts are the
+    mask group's most probable, or (sampled) raced (bita/decode/mask_drafts.py)."""
     state, trie, layout, sampling = launched.state, launched.candidates.trie, launched.layout, decoding.sampling
     length = state.context_length
     verdict, next_drafts = launched.judgement()

@@ -39,6 +39,9 @@ Pick = Callable[[int, tuple[int, ...]], int | None]
 RowNoise = Callable[[int, int], torch.Tensor]
 # (the request's noise, the pass's tree, the position the root row predicts) -> the pass's RowNoise
 Coupling = Callable[[RaceNoise, DraftTree, int], RowNoise]
+# (positions past the one the root row predicts, 0 that one; the vocabulary's size) -> that position's E [V]: what the
+# next drafts are raced with (the bonus lies at the accepted drafts' count past it, depth d's draft d further)
+AheadNoise = Callable[[int, int], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,16 @@ def verify_greedy(tree: DraftTree, candidate_tokens: Sequence[int], predicted: S
     return Verification(accepted, predicted[1 + last], last)
 
 
+def ahead_of(noise: RaceNoise, first: int) -> AheadNoise:
+    """The request's vectors by position past ``first``, the position the root row predicts."""
+    return lambda offset, size: noise.vector(first + offset, size)
+
+
 def per_position(noise: RaceNoise, tree: DraftTree, first: int) -> RowNoise:
     """The coupling: a row's vector is the one of the position it predicts, the root row ``first``,
     node i's row first + its depth (rows at one depth share it, across passes too)."""
-    return lambda row, size: noise.vector(first + (tree.nodes[row - 1].depth if row else 0), size)
+    ahead = ahead_of(noise, first)
+    return lambda row, size: ahead(tree.nodes[row - 1].depth if row else 0, size)
 
 
 class RowChoices:

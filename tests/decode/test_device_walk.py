@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from bita.decode.device_walk import decided_by_kernel, decided_by_torch, kernel_disagrees, queue_walk, tree_tensors
+from bita.decode.mask_drafts import draft_choice, raced_vectors
 from bita.decode.sampling import GREEDY, RaceNoise, Sampling
-from bita.decode.verify import per_position, verify_greedy, verify_sampling
+from bita.decode.verify import ahead_of, per_position, verify_greedy, verify_sampling
 from bita.drafts.tree import ROOT, DraftTree, TreeNode, efficient_tree, full_tree
 from bita.drafts.trie import build_trie
 
@@ -47,24 +48,29 @@ DECIDERS = {"torch": decided_by_torch, "kernel": decided_by_kernel}
                          ids=["greedy", "sampled"])
 @pytest.mark.parametrize("name", TREES)
 def test_the_device_walk_accepts_what_the_walk_in_python_accepts(name, sampling, decider):
+    """The same verdict, and the same next drafts: greedy the most probable, sampled raced with the vectors of the
+    positions after the bonus (the two walks' noises are the same request's, drawn apart)."""
     tree, generator = TREES[name], torch.Generator().manual_seed(len(name))
     groups = len(tree.group_anchors)
     for case in range(25):
         tokens, logits = planted(tree, generator)
         every = torch.randn(groups, 2, VOCAB, generator=generator)
-        noises = [None if sampling.greedy else per_position(RaceNoise(sampling.generator(), 10 + case), tree, 11 + case)
-                  for _ in range(2)]
+        noises = [None if sampling.greedy else RaceNoise(sampling.generator(), 10 + case) for _ in range(2)]
+        rows = [None if noise is None else per_position(noise, tree, 11 + case) for noise in noises]
+        aheads = [None if noise is None else ahead_of(noise, 11 + case) for noise in noises]
         if sampling.greedy:
             expected = verify_greedy(tree, tokens, logits.argmax(-1).tolist())
         else:
-            expected = verify_sampling(tree, tokens, logits, sampling, noises[0])
-        verdict, drafts = queue_walk(tree, tokens, logits, every, K, sampling, noises[1], DECIDERS[decider]).read()
+            expected = verify_sampling(tree, tokens, logits, sampling, rows[0])
+        verdict, drafts = queue_walk(tree, tokens, logits, every, K, sampling, rows[1], DECIDERS[decider],
+                                     aheads[1]).read()
         assert verdict == expected
         if expected.last != ROOT and not tree.nodes[expected.last].has_group:
             assert drafts is None
         else:
-            top = torch.softmax(every[tree.group_anchors.index(expected.last)], -1).topk(K, -1)
-            assert torch.equal(drafts[0], top.indices) and torch.equal(drafts[1], top.values)
+            vectors = raced_vectors(aheads[0], len(expected.accepted), 2, VOCAB)
+            probs, top = draft_choice(every[tree.group_anchors.index(expected.last)], K, sampling, vectors)
+            assert torch.equal(drafts[0], top) and torch.equal(drafts[1], probs)
 
 
 @pytest.mark.parametrize("decider", DECIDERS)
