@@ -94,15 +94,26 @@ def cell(decode: Decode, token: int, prob: float) -> str:
     return f"{quoted(decode, token)} {percent(prob)}".replace("|", "&#124;")
 
 
+def draft_order(record: StepRecord, count: int) -> str:
+    """How a pass's mask drafts were chosen, ``count`` a depth (bita/decode/mask_drafts.py): greedy the most probable;
+    sampled raced (the first is the token the race with that position's draw picks from the masks' distribution)."""
+    if record.sampled:
+        return (f"{count} per depth, raced: the first is what the race with that position's random draw picks from "
+                "the masks' own probabilities, so it is the token sampling emits wherever the masks agree with the model")
+    return f"top {count} per depth"
+
+
 def next_drafts_table(record: StepRecord, decode: Decode) -> str:
     """The mask group's drafts for the next pass as a Markdown table, one row per depth (depth d: the d-th
-    token after the bonus), each draft with its probability, best first; '' where the pass drafted none."""
+    token after the bonus), each draft with its probability, in their rank order (``draft_order``); '' where the pass
+    drafted none."""
     if not record.next_drafts:
         return ""
     ranks = max(len(drafts) for drafts in record.next_drafts)
     rows = [f"| {depth} | " + " | ".join(cell(decode, token, prob) for token, prob in drafts) + " |"
             for depth, drafts in enumerate(record.next_drafts, start=1)]
-    return "\n".join([f"The masks after {quoted(decode, record.bonus)} drafted the next pass's candidates:", "",
+    return "\n".join([f"The masks after {quoted(decode, record.bonus)} drafted the next pass's candidates, "
+                      f"{draft_order(record, ranks)}:", "",
                       "| depth | " + " | ".join(f"rank {rank}" for rank in range(ranks)) + " |",
                       "|---" * (ranks + 1) + "|", *rows])
 
@@ -127,7 +138,7 @@ def mask_proposals_table(previous: StepRecord, record: StepRecord, decode: Decod
     ranks = max(len(depth) for depth in proposals)
     rows = [f"| {depth} | " + " | ".join(f"{cell(decode, token, prob)} {marks[fate]}" for token, prob, fate in drafts)
             + " |" for depth, drafts in enumerate(proposals, start=1)]
-    return "\n".join([f"The masks of pass {previous.index} proposed this pass's candidates, top {ranks} per depth "
-                      "(✓ accepted, ✗ rejected, – not fed):", "",
+    return "\n".join([f"The masks of pass {previous.index} proposed this pass's candidates, "
+                      f"{draft_order(previous, ranks)} (✓ accepted, ✗ rejected, – not fed):", "",
                       "| depth | " + " | ".join(f"rank {rank}" for rank in range(ranks)) + " |",
                       "|---" * (ranks + 1) + "|", *rows])

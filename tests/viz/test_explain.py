@@ -72,3 +72,6 @@ def test_the_mask_proposals_that_drafted_a_pass_per_depth_with_what_became_of_ea
     assert table[4] == "| 1 | “.” 60 % ✓ | “␣x” 20 % ✗ | “&amp;” 10 % ✗ | “␣ok” 5.0 % – |"
     assert table[6] == "| 3 | “␣a” 40 % ✗ |"
     assert mask_proposals_table(generation()[0], generation()[0], decode) == ""  # a prefill had no mask drafts
+    previous.sampled = True  # sampled drafts are raced, and the table says what that means
+    assert mask_proposals_table(previous, record, decode).splitlines()[0].startswith(
+        "The masks of pass 0 proposed this pass's candidates, 4 per depth, raced: the first is what the race")

@@ -86,7 +86,7 @@ def test_the_next_passs_drafts_are_a_table_per_depth():
     record = generation()[1]
     record.next_drafts = [[(4, 0.5), (10, 0.25)], [(5, 0.9)]]
     table = next_drafts_table(record, decode).splitlines()
-    assert table[0] == "The masks after “&lt;script&gt;” drafted the next pass's candidates:"
+    assert table[0] == "The masks after “&lt;script&gt;” drafted the next pass's candidates, top 2 per depth:"
     assert table[2:] == ["| depth | rank 0 | rank 1 |", "|---|---|---|", "| 1 | “␣on” 50 % | “␣dog” 25 % |",
                          "| 2 | “␣the” 90 % |"]
     assert next_drafts_table(generation()[0], decode) == ""
