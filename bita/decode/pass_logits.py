@@ -86,9 +86,10 @@ def queue_judgement(trie: PassTrie, layout: PassLayout, logits: PassLogits, tree
     """The verdict on a pass's candidates ``trie`` (the greedy walk on the argmax, or with ``sampling`` that
     samples, on race winners with ``noise``'s vectors: bita/decode/verify.py) and the drafts for the next
     pass (``tree.max_rank`` a depth from the mask group on the last accepted node, raced with ``ahead``'s vectors
-    where given; None where it carries none), as a call that gives them. On a GPU (``device_walk.on_device``) the walk is queued there now, behind the pass, on
-    ``candidate_ids`` ([N] long on the logits' device, ``trie.tokens`` as the pass was sent them), and the call
-    waits for its one copy back; elsewhere the call runs the walk in Python."""
+    where given; None where it carries none), as a call that gives them. On a GPU (``device_walk.on_device``) the
+    walk is queued there now, behind the pass, on ``candidate_ids`` ([N] long on the logits' device, ``trie.tokens``
+    as the pass was sent them), and the call waits for its one copy back; elsewhere the call runs the walk in
+    Python."""
     if on_device(logits.verified.device) and (logits.every is not None or tree.depth == 0):
         queued = queue_walk(trie.tree, candidate_ids, logits.verified, logits.every if tree.depth else None,
                             tree.max_rank, sampling, noise, ahead=ahead)

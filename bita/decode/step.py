@@ -28,12 +28,12 @@ from ..runtime.device import PassTimer, long_tensor, synchronize, timed, to_devi
 from ..runtime.runtime import Cache, Runtime
 from ..runtime.token_rows import TokenRows
 from .explain import pass_verdicts, row_verdicts
+from .mask_drafts import raced_vectors
 from .masks import PassLayout, allowed_keys, decode_layout
 from .pass_logits import Drafts, Judgement, PassLogits, drafts_from, pass_logits, queue_judgement
 from .records import Candidates, StepRecord, attach_attention, tree_record
 from .sampling import GREEDY, RaceNoise, Sampling, next_token
 from .stopping import StopCondition
-from .mask_drafts import raced_vectors
 from .verify import Coupling, RowNoise, Verification, ahead_of, per_position
 
 
