@@ -99,7 +99,8 @@ def draft_order(record: StepRecord, count: int) -> str:
     sampled raced (the first is the token the race with that position's draw picks from the masks' distribution)."""
     if record.sampled:
         return (f"{count} per depth, raced: the first is what the race with that position's random draw picks from "
-                "the masks' own probabilities, so it is the token sampling emits wherever the masks agree with the model")
+                "the masks' own probabilities, so it is the token sampling emits wherever the masks agree with the "
+                "model")
     return f"top {count} per depth"
 
 
