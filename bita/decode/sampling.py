@@ -277,8 +277,9 @@ class RaceNoise:
     cached (on ``device``) until ``forget`` drops it once its position is emitted. So E_t depends on
     the seed and t alone, not on which rows or passes asked, nor in what order. AR asks for each
     position once, in turn: the same draws ``torch.multinomial`` makes, hence HF's tokens. A BiTA
-    pass asks only for the positions its walk reaches (each of them is emitted: an accepted draft or
-    the bonus), at most depth + 1 a pass.
+    pass's walk asks only for the positions it reaches (each of them is emitted: an accepted draft or
+    the bonus), at most depth + 1 a pass; its raced drafts (mask_drafts.py) ask for the next positions'
+    a pass early.
     """
 
     def __init__(self, generator: torch.Generator, first: int, device: torch.device | str = "cpu"):
