@@ -324,7 +324,12 @@ def test_why_each_token_sampled_warp_and_a_what_if_branch_in_headless_chromium(a
         choice = page.locator("#force-choice input").input_value()  # the label: "' x' 12 % (token 5)"
 
         page.get_by_role("button", name="Force it and continue").click()
-        page.get_by_text("forward pass of the what-if branch").wait_for(timeout=240_000)
+        try:
+            page.get_by_text("forward pass of the what-if branch").wait_for(timeout=240_000)
+        except Exception as error:  # say what the page showed instead (it timed out once in a full CI run)
+            shown = {"choice": choice, "toasts": page.locator(".toast-body").all_inner_texts(),
+                     "branch": page.locator("#branch").inner_text()}
+            raise AssertionError(f"no what-if branch after 240 s; the page showed {shown}") from error
         branch_tokens = page.locator("#branch .bita-tok").count()
         replay = json.loads(page.locator("#replay .cm-content").inner_text())
         page.locator("#branch").screenshot(path=str(ARTIFACTS / "why-branch-1280.png"))
