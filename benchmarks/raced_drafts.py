@@ -8,8 +8,8 @@ loop's tokens. The most probable drafts are had by giving the passes no vectors 
 """
 
 import argparse
-import statistics
 
+from benchmarks.host_work import spread
 from bita.bench.suites import mt_bench
 from bita.decode import step
 from bita.decode.autoregressive import ar_steps
@@ -19,16 +19,10 @@ from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import make_stop
 from bita.model.loading import encode_chat, load_model
 from bita.model.shipped import resolve_adapter
-from bita.plan.costs import quartiles
 from bita.plan.tree_plan import plan_tree
 from bita.runtime.device import describe_device
 
 RUNS = ("our AR loop", "BiTA, most probable drafts", "BiTA, raced drafts")
-
-
-def spread(values: list[float]) -> str:
-    """'median (25th-75th percentile)'."""
-    return "%.3f (%.3f-%.3f)" % (statistics.median(values), *quartiles(values))
 
 
 def main() -> None:
