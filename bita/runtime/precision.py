@@ -5,8 +5,9 @@ pass are timed on its runtime in float32 and in bfloat16, the bf16 passes are pr
 (invariance.py), and bf16 is taken where the probe holds and it is faster; elsewhere float32. Every CPU is
 measured, bf16 hardware or not: the native kernels widen bf16 weights to float32 exactly, so a CPU without
 bf16 products still reads half the bytes a pass (a 2-vCPU AMD EPYC of family 25 model 1, Zen 3 with AVX2
-alone: an AR pass of SmolLM2-135M 17.1 ms in bf16 against 39.9 in float32, one process alternating). The choice and each probe are cached (measured.py) by machine, torch version,
-dtype and model shapes, like the kernel plans.
+alone: an AR pass of SmolLM2-135M 17.1 ms in bf16 against 39.9 in float32, one process alternating). The
+choice and each probe are cached (measured.py) by machine, torch version, dtype and model shapes, like the
+kernel plans.
 """
 
 from __future__ import annotations
