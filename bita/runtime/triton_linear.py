@@ -16,6 +16,8 @@ without a GPU (tests/runtime/test_triton_compile.py).
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -23,6 +25,11 @@ import triton.language as tl
 from .triton_layer import rounded
 
 BLOCK_ROWS, BLOCK_OUT, BLOCK_IN = 16, 64, 64
+# Under Triton's interpreter (the tests, on a CPU) tl.dot is numpy's matmul, whose BLAS may sum a row's products in
+# an order that depends on the row's place in the tile (OpenBLAS's Haswell sgemm on a Zen 3: one row at 16 places,
+# 20 of 32 differed); there a block's products are summed input by input instead: the same steps for every row, as
+# the compiled kernel's fixed tiles take on a GPU.
+INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 
 
 @triton.jit(do_not_specialize=["rows"])  # one compiled kernel for every row count (the LM head's vary a pass)
@@ -39,7 +46,10 @@ def _linear(x_ptr, weight_ptr, bias_ptr, out_ptr, rows, outs, ins, x_row,
                     other=0.0)  # [ROWS, INS]
         weight = tl.load(weight_ptr + out[None, :] * ins + column[:, None],
                          mask=out_inside[None, :] & column_inside[:, None], other=0.0)  # [INS, OUTS]
-        total = tl.dot(x.to(tl.float32), weight.to(tl.float32), total, input_precision="ieee")
+        if INTERPRETED:
+            total += tl.sum(x.to(tl.float32)[:, :, None] * weight.to(tl.float32)[None, :, :], axis=1)
+        else:
+            total = tl.dot(x.to(tl.float32), weight.to(tl.float32), total, input_precision="ieee")
     dtype = out_ptr.dtype.element_ty
     if HAS_BIAS:
         total += tl.load(bias_ptr + out, mask=out_inside, other=0.0).to(tl.float32)[None, :]
