@@ -1,13 +1,10 @@
 """Which dtype a CPU model runs in, and whether its passes are proved row-invariant there.
 
-``--dtype auto`` on a CPU measures, as ``--kernels auto`` does: the model's AR pass and an 8-row tree-sized
-pass are timed on its runtime in float32 and in bfloat16, the bf16 passes are probed for row invariance
-(invariance.py), and bf16 is taken where the probe holds and it is faster; elsewhere float32. Every CPU is
-measured, bf16 hardware or not: the native kernels widen bf16 weights to float32 exactly, so a CPU without
-bf16 products still reads half the bytes a pass (a 2-vCPU AMD EPYC of family 25 model 1, Zen 3 with AVX2
-alone: an AR pass of SmolLM2-135M 17.1 ms in bf16 against 39.9 in float32, one process alternating). The
-choice and each probe are cached (measured.py) by machine, torch version, dtype and model shapes, like the
-kernel plans.
+``--dtype auto`` on a CPU with bf16 hardware (AMX, AVX512-BF16) measures, as ``--kernels auto`` does: the
+model's AR pass and an 8-row tree-sized pass are timed on its runtime in float32 and in bfloat16, the bf16
+passes are probed for row invariance (invariance.py), and bf16 is taken where the probe holds and it is
+faster; elsewhere float32. The choice and each probe are cached (measured.py) by machine, torch version,
+dtype and model shapes, like the kernel plans.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .device import machine_key, median_seconds
+from .device import cpu_info, machine_key, median_seconds
 from .invariance import Invariance, probe_row_invariance
 from .measured import MIN_GAIN, measured
 from .runtime import Runtime
@@ -32,6 +29,12 @@ INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3:
 #                             v8: the native stack in one call (the dtype choice's key holds no forward: its times
 #                             were of the Python loop's passes); v9: bf16 attention on AMX tiles where they run
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
+
+
+def bf16_hardware() -> bool:
+    """Whether this CPU computes bf16 products in hardware (AMX or AVX512-BF16) and oneDNN uses it."""
+    flags = set(cpu_info().get("flags", "").split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def model_key(model: nn.Module, what: str, runtime_key: str = "") -> str:
@@ -92,6 +95,8 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], 
                      ) -> tuple[Runtime, DtypeChoice]:
     """The runtime ``prepare`` makes of ``model`` (float32, not yet prepared) in the dtype ``--dtype auto``
     takes (module docstring): float32, or bfloat16 where measured better."""
+    if not bf16_hardware():
+        return prepare(model), DtypeChoice("float32", "no bf16 hardware on this CPU")
     prepared: dict[torch.dtype, Runtime] = {}
 
     def measure() -> dict:
@@ -110,6 +115,6 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], 
     elif costs["bfloat16"] > (1 - MIN_GAIN) * costs["float32"]:
         choice = DtypeChoice("float32", f"bfloat16 is not faster here ({timing})")
     else:
-        choice = DtypeChoice("bfloat16", f"row-invariant, faster ({timing})")
+        choice = DtypeChoice("bfloat16", f"bf16 hardware, row-invariant, faster ({timing})")
     dtype = getattr(torch, choice.dtype)
     return prepared.get(dtype) or prepare(model.to(dtype)), choice

@@ -14,7 +14,7 @@ from bita.runtime.runtime import runtime_of
 
 def test_the_key_names_device_dtype_forward_and_plan_and_no_timing():
     runtime = planned_tiny("llama", torch.float32)
-    timed = replace(runtime, dtype_reason="row-invariant, faster (float32 33.1 / 35.0 ms at 1 / 8 rows)")
+    timed = replace(runtime, dtype_reason="bf16 hardware, row-invariant, faster (float32 33.1 / 35.0 ms at 1 / 8 rows)")
     assert timed.key == runtime.key and "ms" not in runtime.key
     assert runtime.key.startswith("cpu (") and f"|float32|{runtime.forward.kind}|linears layers" in runtime.key
     assert "33.1" in timed.describe() and timed.describe().startswith("lean forward, static KV cache")

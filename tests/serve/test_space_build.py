@@ -70,7 +70,7 @@ def test_the_built_space_installs_starts_and_answers(default_model):
         env = {"SPACE_ID": "bita-test/space", "HF_HUB_OFFLINE": "1", "BITA_CACHE": str(scratch / "cache"),
                "PYTHONPATH": ""}
         log = ARTIFACTS / "space-build-server.log"
-        # fp32: the answers are compared with HF generate's in fp32 (auto may take bf16 on any CPU where it is measured faster)
+        # fp32: the answers are compared with HF generate's in fp32 (auto may take bf16 on a CPU with bf16 hardware)
         with running_app(scratch / "space", log, ("--dtype", "float32"), python=str(python), env=env) as app:
             timings["cold_start_s"] = app.start_s
             client = Client(app.url, verbose=False)
