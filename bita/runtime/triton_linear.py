@@ -46,10 +46,11 @@ def _linear(x_ptr, weight_ptr, bias_ptr, out_ptr, rows, outs, ins, x_row,
                     other=0.0)  # [ROWS, INS]
         weight = tl.load(weight_ptr + out[None, :] * ins + column[:, None],
                          mask=out_inside[None, :] & column_inside[:, None], other=0.0)  # [INS, OUTS]
+        x, weight = x.to(tl.float32), weight.to(tl.float32)
         if INTERPRETED:
-            total += tl.sum(x.to(tl.float32)[:, :, None] * weight.to(tl.float32)[None, :, :], axis=1)
+            total += tl.sum(x[:, :, None] * weight[None, :, :], axis=1)
         else:
-            total = tl.dot(x.to(tl.float32), weight.to(tl.float32), total, input_precision="ieee")
+            total = tl.dot(x, weight, total, input_precision="ieee")
     dtype = out_ptr.dtype.element_ty
     if HAS_BIAS:
         total += tl.load(bias_ptr + out, mask=out_inside, other=0.0).to(tl.float32)[None, :]
