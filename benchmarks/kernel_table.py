@@ -13,6 +13,7 @@ from bita.runtime.device import describe_device
 from bita.runtime.kernel_plan import (
     DECODE_ROWS,
     MIN_GAIN,
+    TIMED_ROWS,
     kernel_times,
     offered_paths,
     plan_from,
@@ -31,9 +32,9 @@ def main() -> None:
     layers = run_products(loaded.model, [m for m in loaded.model.modules()
                                          if type(m).__name__ == "Linear" and m is not head])
     paths = offered_paths(head.weight, None)
-    times = kernel_times(layers, products_of([head])[0], paths)
+    times = kernel_times(layers, products_of([head])[0], paths, TIMED_ROWS, drop=float("inf"))
     print(f"{loaded.name}, {describe_device(loaded.device)}: {len(layers)} layer products + the LM head; "
-          "median ms of 5 rounds, a path's row counts interleaved, padded to its floor\n")
+          "median ms of 5 rounds at each row count, padded to its floor\n")
     for name in ("layers", "head"):
         floors = times["floors"][name]
         print(f"| {name}: rows | " + " | ".join(f"{p} (floor {floors[p]})" for p in paths) + " | fastest |\n|---:|"

@@ -16,6 +16,7 @@ from .drafts.tree import DraftTree
 from .errors import BitaError
 from .model.adapter import BitaAdapter
 from .model.loading import LoadedModel
+from .plan.observed_costs import observed
 from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, TreePlan, plan_tree
 from .runtime.device import timed
 
@@ -115,16 +116,17 @@ def check_sampling(sampling: Sampling | None) -> Sampling:
 
 def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> Iterator[StepRecord]:
     """Validated BiTA step stream for ``request`` (AR records, ``stream_ar``'s, when its plan is plain AR):
-    the tree planned (``plan_tree``) and validated against ``adapter``, the length against the context."""
+    the tree planned (``plan_tree``: nothing timed or forecast where the machine profile and stored forecasts have
+    what it needs) and validated against ``adapter``, the length against the context."""
     sampling = check_sampling(request.sampling)
     plan = plan_tree(loaded, adapter, request.tree, request.drafts, request.ngram_tokens, sampling=sampling,
-                     corpus=request.corpus)
+                     corpus=request.corpus, forecast=False)
     if plan.tree is None:
         return stream_ar(loaded, request)
     validate_request(loaded, request.prompt_ids, request.max_new_tokens, extra_rows=plan.extra_rows)
     decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, plan.chains,
                         record_attention=request.record_attention, record_verdicts=request.record_verdicts)
-    return bita_steps(decoding, request.prompt_ids, stop_of(loaded, request))
+    return observed(loaded, adapter, sampling, bita_steps(decoding, request.prompt_ids, stop_of(loaded, request)))
 
 
 def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:

@@ -1,7 +1,7 @@
 """Command line: ``bita generate ...`` (or ``python -m bita ...``). Errors print one line and exit
 non-zero; notices go through ``logging`` (warnings only, unless ``-v``), the command's output to stdout.
 
-One module per group of commands (generate; make-data, train, calibrate; bench, pass-cost; space
+One module per group of commands (generate; make-data, train, calibrate; bench, pass-cost; measure; space
 build and push, over deploy.py), each registering its sub-commands; the options they share are in
 arguments.py.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import BitaError
-from . import generate, measure, space, training
+from . import bench, generate, measure, space, training
 from .arguments import DefaultsShown, add_model_arguments, load_from, show_defaults
 
 __all__ = ["add_model_arguments", "build_parser", "load_from", "main"]
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="say more: -v progress and notices (the tree chosen, one-off conversions), -vv debug")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (generate, training, measure, space):
+    for group in (generate, training, bench, measure, space):
         group.add_commands(commands)
     show_defaults(parser)
     return parser

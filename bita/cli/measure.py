@@ -1,113 +1,83 @@
-"""``python -m bita bench | pass-cost``: BiTA against the baselines on a prompt suite, and the cost
-of one pass per tree shape. These two draw figures (viz) on request."""
+"""``python -m bita measure``: the machine profile (what was measured here, what it chose, by how much, when, with
+its spread), and ``--refresh`` to measure this machine again on purpose (runtime/measured.py)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 
-from ..errors import BitaError
-from ..plan.tree_plan import plan_tree
-from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
-                        sampling_from)
-
-logger = logging.getLogger(__name__)
+from .arguments import ADAPTER_HELP, add_model_arguments, load_from
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Register ``bench`` and ``pass-cost``."""
-    bench = commands.add_parser("bench", help="BiTA vs HF generate, our AR loop and HF prompt lookup on a prompt suite")
-    add_model_arguments(bench)
-    bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval, long-context "
-                       "(summarise 450-1100-word texts) or all (mt-bench and humaneval)")
-    bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
-    bench.add_argument("--limit", type=int, help="first N prompts (of each suite for 'all')")
-    bench.add_argument("--per-category", type=int, help="first N prompts of each category")
-    bench.add_argument("--max-new-tokens", type=int, default=128)
-    bench.add_argument("--adapter", help=ADAPTER_HELP)
-    add_draft_arguments(bench)
-    add_sampling_arguments(bench)
-    bench.add_argument("--methods", default="hf,ar,pld,bita", help="comma list from hf (HF generate, stock kernels), "
-                       "hf32 (HF generate in float32, a float32 copy where the model is not: agreement and "
-                       "speed against what a CPU user runs by default), hfs (HF generate with a static cache, "
-                       "which it compiles on a GPU), ar (our AR loop, "
-                       "loaded kernels), arf (our AR loop at its fastest shapes, where row-invariant passes "
-                       "cost it speed: a GPU), pld (HF prompt lookup, stock kernels), hfc (BiTA inside HF generate: "
-                       "custom_generate), llamacpp (llama.cpp on the same weights and precision, where "
-                       "llama-cpp-python is installed), bita; bita and a baseline")
-    bench.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    bench.add_argument("--json-out", help="write the full report (every prompt, every method) as JSON here")
-    bench.add_argument("--markdown", help="write the tables as Markdown here")
-    bench.add_argument("--html", help="write Plotly figures here: speedup per category, tau histogram, and "
-                                      "cost per pass against tree size (measured after the bench)")
-    bench.set_defaults(run=run_bench)
-    cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
-    add_model_arguments(cost)
-    cost.add_argument("--adapter", help=ADAPTER_HELP)
-    cost.add_argument("--trees", nargs="*", help="tree specs (default: a range of shapes)")
-    cost.add_argument("--context", type=int, default=300, help="cached context length")
-    cost.add_argument("--repeats", type=int, default=10, help="timed passes per tree shape (the median is kept)")
-    cost.add_argument("--json", action="store_true", help="print one JSON object")
-    cost.add_argument("--html", help="write a Plotly figure of cost per pass against rows here")
-    cost.set_defaults(run=run_pass_cost)
+    """Register ``measure``."""
+    measure = commands.add_parser("measure", help="show this machine's profile (kernel plans, dtype choice, pass "
+                                  "costs: measured once); --refresh measures it again")
+    add_model_arguments(measure)
+    measure.add_argument("--adapter", help=ADAPTER_HELP)
+    measure.add_argument("--refresh", action="store_true", help="drop this machine's entries and measure what "
+                         "loading --model and planning its tree need, with progress")
+    measure.add_argument("--json", action="store_true", help="print the profile's entries as one JSON object")
+    measure.set_defaults(run=run_measure)
 
 
-def run_bench(args: argparse.Namespace) -> dict:
-    from pathlib import Path
-
-    from ..bench.report import check_methods
-    from ..bench.report import run_bench as bench
-    from ..bench.suites import load_prompts
-    from ..model.shipped import resolve_adapter
-    from ..runtime.device import describe_device
-
-    methods = check_methods(tuple(m.strip() for m in args.methods.split(",") if m.strip()))
-    sampling = sampling_from(args)
-    prompts = load_prompts(args.suite, args.prompts, args.limit, args.per_category)
-    loaded = load_from(args)
-    adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-    plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
-                     corpus=args.corpus)
-    logger.info("tree: %s", plan.reason)
-    setup = {"model": loaded.name, "device": describe_device(loaded.device), "dtype": str(loaded.model.dtype),
-             "exact": loaded.exact, "runtime": loaded.runtime.describe(), "runtime_key": loaded.runtime.key,
-             "adapter": adapter_name, "drafts": args.drafts,
-             "tree": plan.spec, "tree_reason": plan.reason, "suite": args.prompts or args.suite}
-    def write(report) -> None:  # after every prompt: a run cut short keeps what it measured
-        for path, text in ((args.json_out, lambda: json.dumps(report.to_json(), indent=1)),
-                           (args.markdown, report.to_markdown)):
-            if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                Path(path).write_text(text())
-
-    report = bench(loaded, adapter, plan, prompts, args.max_new_tokens, methods, setup, on_result=write,
-                   sampling=sampling)
-    data, markdown = report.to_json(), report.to_markdown()
-    if args.html:
-        from viz.bench import pass_cost_figure, speedup_by_category, tau_histogram, write_html
-
-        from ..plan.costs import COST_TREES, measure_pass_costs
-
-        costs = measure_pass_costs(loaded, adapter, COST_TREES, repeats=6)
-        write_html([speedup_by_category(data), tau_histogram(data),
-                    pass_cost_figure(costs[1:], ar_seconds=costs[0]["seconds"])], args.html)
-    return {**report.summary(), "text": markdown}
+def summary(what: str, value: dict) -> str:
+    """One line on what an entry chose and by how much."""
+    if what == "kernel plan":
+        parts = []
+        for name in ("layers", "head"):
+            totals = {}
+            for seconds in value["seconds"][name]:
+                for path, time in seconds.items():
+                    totals.setdefault(path, []).append(time)
+            full = {path: 1000 * sum(times) for path, times in totals.items()
+                    if len(times) == len(value["seconds"]["rows"])}
+            ranked = sorted(full, key=full.get)
+            others = ", ".join(f"{path} {full[path]:.1f}" for path in ranked if path != value[name])
+            parts.append(f"{name} {value[name]} {full.get(value[name], 0):.1f} ms summed over "
+                         f"{'+'.join(map(str, value['seconds']['rows']))} rows ({others or 'no other path'})")
+        return "; ".join(parts)
+    if what == "dtype choice":
+        costs = {dtype: sum(value[dtype].values()) for dtype in ("float32", "bfloat16")}
+        return (f"float32 {costs['float32']:.1f} ms, bfloat16 {costs['bfloat16']:.1f} ms (AR + 8-row pass); bf16 "
+                f"{value['invariance']}")
+    if what == "pass costs":
+        spread = {rows: (low, high) for rows, low, high in value.get("spread", [])}
+        return ", ".join(f"{rows} rows {1000 * seconds:.1f} ms" + (
+            f" ({1000 * spread[rows][0]:.1f}-{1000 * spread[rows][1]:.1f})" if rows in spread else "")
+            for rows, seconds in value["points"])
+    if what == "row-invariance probe":
+        return "holds" if value["rows"] and not value["differing"] else f"{value['differing']} rows differ"
+    return ", ".join(f"{name} {number:.1f}" for name, number in value.items() if isinstance(number, float))
 
 
-def run_pass_cost(args: argparse.Namespace) -> dict:
-    from ..model.shipped import resolve_adapter
-    from ..plan.costs import COST_TREES, measure_pass_costs
+def run_measure(args: argparse.Namespace) -> dict:
+    from ..model.loading import pick_device
+    from ..runtime.device import machine_key
+    from ..runtime.measured import forget, profile_path, read_entries
 
-    if args.repeats < 1 or args.context < 1:
-        raise BitaError("--repeats and --context must be at least 1")
-    loaded = load_from(args)
-    adapter, adapter_name = resolve_adapter(loaded, args.adapter)
-    rows = measure_pass_costs(loaded, adapter, args.trees or COST_TREES, args.context, args.repeats)
-    table = "\n".join(f"{r['tree']:<34} {r['rows']:>4} rows  {1000 * r['seconds']:8.1f} ms" for r in rows)
-    if args.html:
-        from viz.bench import pass_cost_figure, write_html
+    path = profile_path()
+    here = machine_key(pick_device(args.device))
+    dropped = []
+    if args.refresh:
+        from ..model.shipped import resolve_adapter
+        from ..plan.autotree import cost_table, stored_forecasts
 
-        write_html([pass_cost_figure(rows[1:], ar_seconds=rows[0]["seconds"])], args.html, "BiTA pass cost")
-    return {"model": loaded.name, "device": str(loaded.device), "context": args.context, "passes": rows,
-            "text": table}
+        dropped = forget(path, lambda key, entry: here not in key)
+        loaded = load_from(args)
+        adapter, _ = resolve_adapter(loaded, args.adapter)
+        if adapter.config.acceptance:
+            cost_table(loaded, adapter)
+            stored_forecasts(adapter)
+    entries, problem = read_entries(path)
+    mine = {key: entry for key, entry in entries.items() if here in key}
+    lines = [f"machine profile {path}" + (f" (cannot be used: {problem})" if problem else ""),
+             f"this machine: {here}", f"{len(mine)} entries for it, {len(entries) - len(mine)} for others"
+             + (f"; dropped and measured again: {', '.join(dropped)}" if dropped else "")]
+    for entry in mine.values():
+        stale = f"  STALE: {entry['stale']}" if entry.get("stale") else ""
+        observed = entry.get("observed", {})
+        runs = f"; real passes observed on {max(map(len, observed.values()))} runs" if observed else ""
+        lines.append(f"- {entry.get('what', '?')}, measured {entry.get('measured_at', '?')} in "
+                     f"{entry.get('took_s', 0):.1f} s{runs}: {summary(entry.get('what', ''), entry['value'])}{stale}")
+    lines.append("measure again: python -m bita measure --refresh")
+    return {"profile": str(path), "machine": here, "entries": mine, "text": "\n".join(lines)}

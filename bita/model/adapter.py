@@ -30,8 +30,8 @@ from transformers import DynamicCache
 from ..errors import BitaError
 from ..runtime.transformers_forward import kv_shapes
 from .adapter_card import is_generated_card, model_card
-from .adapter_files import (ACCEPTANCE_NAME, CARD_NAME, LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME, WEIGHTS_NAME,
-                            adapter_folder, adapter_paths, atomic_write, config_texts, read_config)
+from .adapter_files import (ACCEPTANCE_NAME, CARD_NAME, FORECASTS_NAME, LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME,
+                            WEIGHTS_NAME, adapter_folder, adapter_paths, atomic_write, config_texts, read_config)
 
 PROMPT_STYLES = ("deep", "shallow")
 
@@ -69,6 +69,7 @@ class AdapterConfig:
     prompt_reparam: int = 0  # hidden width of the training-time prompt MLP (deep only); 0 = free key/values
     training: dict = field(default_factory=dict)
     acceptance: dict = field(default_factory=dict)  # draft-rank statistics, see calibration.py
+    forecasts: dict = field(default_factory=dict)  # candidate trees' forecasts from them (plan/forecast_store.py)
 
     @classmethod
     def from_dict(cls, data: dict) -> AdapterConfig:
@@ -252,8 +253,10 @@ class BitaAdapter(nn.Module, ModelHubMixin, library_name="bita-decoding", tags=[
         atomic_write(save_directory / WEIGHTS_NAME, lambda path: save_file(tensors, path))
         for name, text in config_texts(asdict(self.config)).items():
             atomic_write(save_directory / name, lambda path, text=text: Path(path).write_text(text))
-        for stale in (LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME) + (() if self.config.acceptance else (ACCEPTANCE_NAME,)):
-            (save_directory / stale).unlink(missing_ok=True)
+        stale = (LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME) + (() if self.config.acceptance else (ACCEPTANCE_NAME,)) \
+            + (() if self.config.forecasts else (FORECASTS_NAME,))
+        for name in stale:
+            (save_directory / name).unlink(missing_ok=True)
         card = save_directory / CARD_NAME
         if card.is_file() and is_generated_card(card.read_text()):
             card.unlink()

@@ -8,6 +8,8 @@ Format 2 (``bita-adapter/2``, written since 0.1.0) uses names no other tool clai
                               base model's identity (shapes, weights fingerprint), the prompt and mask
                               settings, "training": how it was made}
     bita_acceptance.json      the draft-rank statistics (training/calibration.py), where calibrated
+    bita_forecasts.json       every candidate tree's forecast from those statistics at common sampling
+                              settings (plan/forecast_store.py), where calibrated
     README.md                 the model card (adapter_card.py)
 
 Format 1 (``bita-adapter/1``, read only): ``adapter.safetensors`` and ``adapter_config.json``, the
@@ -30,12 +32,13 @@ from ..errors import BitaError
 WEIGHTS_NAME = "bita_adapter.safetensors"
 CONFIG_NAME = "bita_config.json"
 ACCEPTANCE_NAME = "bita_acceptance.json"
+FORECASTS_NAME = "bita_forecasts.json"
 CARD_NAME = "README.md"
 FORMAT = "bita-adapter/2"
 LEGACY_WEIGHTS_NAME = "adapter.safetensors"
 LEGACY_CONFIG_NAME = "adapter_config.json"
 LEGACY_FORMAT = "bita-adapter/1"
-HUB_FILES = [WEIGHTS_NAME, CONFIG_NAME, ACCEPTANCE_NAME, CARD_NAME, LEGACY_WEIGHTS_NAME, LEGACY_CONFIG_NAME]
+HUB_FILES = [WEIGHTS_NAME, CONFIG_NAME, ACCEPTANCE_NAME, FORECASTS_NAME, CARD_NAME, LEGACY_WEIGHTS_NAME, LEGACY_CONFIG_NAME]
 
 
 def adapter_paths(folder: Path) -> tuple[Path, Path] | None:
@@ -59,22 +62,25 @@ def read_config(config_path: Path) -> dict:
         raise ValueError(f"not a {FORMAT} config (format {found!r})")
     data["base"] = {"name": data.pop("base_model_name_or_path"), "revision": data.pop("base_model_revision"),
                     **data["base"]}
-    statistics = config_path.parent / ACCEPTANCE_NAME
-    data["acceptance"] = json.loads(statistics.read_text()) if statistics.is_file() else {}
+    for field, name in (("acceptance", ACCEPTANCE_NAME), ("forecasts", FORECASTS_NAME)):
+        stored = config_path.parent / name
+        data[field] = json.loads(stored.read_text()) if stored.is_file() else {}
     return data
 
 
 def config_texts(config: dict) -> dict[str, str]:
     """File name -> text of a format-2 config (``config`` as ``read_config`` returns it); the
-    statistics file only where there are statistics."""
+    statistics and forecasts files only where there are some."""
     config = dict(config)
     base = dict(config.pop("base"))
-    acceptance = config.pop("acceptance")
+    acceptance, forecasts = config.pop("acceptance"), config.pop("forecasts", {})
     texts = {CONFIG_NAME: json.dumps({"format": FORMAT, "base_model_name_or_path": base.pop("name"),
                                       "base_model_revision": base.pop("revision"), "base": base, **config},
                                      indent=2)}
     if acceptance:
         texts[ACCEPTANCE_NAME] = json.dumps(acceptance)
+    if forecasts:
+        texts[FORECASTS_NAME] = json.dumps(forecasts)
     return texts
 
 

@@ -2,16 +2,16 @@
 
 Expected tokens per pass come from the adapter's draft-rank statistics (``calibration``), for
 static trees and for dynamic trees of several row budgets (dynamic_plan.py), greedy or at the
-request's sampling settings (sampled_forecast.py);
-seconds per pass come from passes timed on this device for this model (cached on disk, checked
-against a quick probe once per process) and interpolated by rows per pass, a plain AR pass being
-the one-row point. Where no tree beats
-plain AR, the answer is AR.
+request's sampling settings (sampled_forecast.py), computed once per setting and kept on disk (forecast_store.py);
+seconds per pass come from passes timed on this device for this model once (the machine profile:
+runtime/measured.py) and interpolated by rows per pass, a plain AR pass being the one-row point. Where no tree
+beats plain AR, the answer is AR. Choosing times and forecasts nothing where both are stored.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -27,21 +27,19 @@ from ..errors import BitaError
 from ..model.adapter import BitaAdapter
 from ..model.loading import LoadedModel
 from ..model.rank_stats import stored_ranks
-from ..package_data import cache_root
-from ..runtime.measured import measured
+from ..runtime.measured import measured, profile_path
+from . import forecast_store
 from .acceptance import Forecast, forecast
 from .costs import measure_pass_costs
-from .dynamic_plan import DYNAMIC_ROWS, best_forecast, dynamic_shapes
+from .dynamic_plan import DYNAMIC, DYNAMIC_ROWS, best_forecast, dynamic_shapes
 from .sampled_forecast import forecasting
 
 AUTO = "auto"
 MAX_TOPK = 6
+logger = logging.getLogger(__name__)
 REFERENCE_TREES = ["chain:1", "efficient:3/chain-groups", "chain:3", "efficient:3,2,2/chain-groups",
                    "efficient:4,3,2", "efficient:5,5,5", "full:3,3,3"]  # span the candidates' rows
-COSTS_FILE = "pass-costs.json"
 TABLE_VERSION = "v4"  # v2: groups as deep as the tree, interleaved timing; v3: keyed by kernels; v4: by the runtime
-PROBE_TREE, PROBE_ROUNDS = "efficient:3,2,2/chain-groups", 4  # a cached table is checked against this, once
-PROBE_TOLERANCE = 1.15, 1.1  # largest ratio of probe to table allowed: of the AR pass, of the tree's cost over it
 
 
 @dataclass
@@ -86,9 +84,8 @@ def cost_key(loaded: LoadedModel, adapter: BitaAdapter) -> str:
 
 def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = None, context: int = 300,
                repeats: int = 8) -> CostTable:
-    """The cached table for this model and runtime, measuring it (tens of seconds) the first time; a
-    cached table is checked once per process against a quick probe (``probe_disagrees``) and timed
-    again, saying so, where it disagrees: it may have been timed while the machine was busy."""
+    """The table for this model and runtime in the machine profile (``path``, else the cache folder's), measuring
+    it (seconds) the first time, or where the work itself found it stale (plan/observed_costs.py)."""
     key = cost_key(loaded, adapter)
     buckets = loaded.runtime.buckets
 
@@ -100,23 +97,7 @@ def cost_table(loaded: LoadedModel, adapter: BitaAdapter, path: Path | None = No
         spread = sorted({r["rows"]: (r["rows"], *r["spread"]) for r in rows}.values())
         return asdict(CostTable(key, rows[0]["seconds"], points, spread, buckets))
 
-    def check(table: CostTable) -> str | None:
-        return probe_disagrees(table, measure_pass_costs(loaded, adapter, [PROBE_TREE], context, PROBE_ROUNDS))
-
-    return measured(path or cache_root() / COSTS_FILE, key, "pass costs", measure, CostTable.from_entry, check)
-
-
-def probe_disagrees(table: CostTable, probe: list[dict]) -> str | None:
-    """Where a probe (``measure_pass_costs`` of AR and one tree) disagrees with ``table`` beyond
-    PROBE_TOLERANCE, in the AR pass or in the tree's cost relative to it, what differs; else None."""
-    ar, tree = probe
-    table_ratio, probe_ratio = table.seconds(tree["rows"]) / table.ar, tree["seconds"] / ar["seconds"]
-    ar_limit, ratio_limit = PROBE_TOLERANCE
-    within = lambda ratio, limit: 1 / limit <= ratio <= limit  # noqa: E731
-    if within(ar["seconds"] / table.ar, ar_limit) and within(probe_ratio / table_ratio, ratio_limit):
-        return None
-    return (f"AR pass {1000 * table.ar:.1f} ms cached, {1000 * ar['seconds']:.1f} ms now; {tree['rows']} rows "
-            f"{table_ratio:.2f}x an AR pass cached, {probe_ratio:.2f}x now")
+    return measured(path or profile_path(), key, "pass costs", measure, CostTable.from_entry)
 
 
 def candidate_trees(n_masks: int, max_topk: int = MAX_TOPK) -> list[str]:
@@ -197,7 +178,8 @@ def choose_tree(ranks, costs: CostTable, n_masks: int, candidates: list[str] | N
 def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None) -> list[tuple[Shape, Forecast]]:
     """Every static candidate and dynamic budget, forecast on the adapter's pass sample, greedy or under
     ``sampling``; none where its statistics predate dynamic trees and decoding is greedy (then static
-    trees are forecast from the rank counts). Sampled forecasts need the stored targets (BitaError)."""
+    trees are forecast from the rank counts). Sampled forecasts need the stored targets (BitaError).
+    Seconds of work: ``stored_forecasts`` keeps them."""
     try:
         forecaster, passes = forecasting(adapter, sampling)
         shapes = [dynamic_shapes(adapter, rows) for rows in DYNAMIC_ROWS]
@@ -210,9 +192,42 @@ def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None
     return static + [best_forecast(depths, passes, forecaster) for depths in shapes]
 
 
+def shape_of(adapter: BitaAdapter, spec: str) -> Shape:
+    """The static tree or dynamic shape a stored forecast names ('dynamic:ROWS/DEPTH' or a tree spec)."""
+    if spec.startswith(DYNAMIC + ":"):
+        rows, depth = map(int, spec[len(DYNAMIC) + 1:].split("/"))
+        return dynamic_shapes(adapter, rows, depth)[0]
+    return parse_tree_spec(spec)
+
+
+def stored_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None, compute: bool = True
+                     ) -> tuple[list[tuple[Shape, Forecast]], str]:
+    """``pass_sample_forecasts`` at ``sampling``, as stored (shipped with the adapter or cached: forecast_store.py),
+    with a note where they are of another setting. A setting not stored is computed once and cached where
+    ``compute`` (saying so); else the nearest stored setting's forecasts stand in for it (a request's path never
+    forecasts: the tree only sets the speed, never the tokens), and only where none is stored are they computed."""
+    digest = forecast_store.statistics_digest(adapter, candidate_trees(adapter.n_masks))
+    name, settings = forecast_store.setting_name(sampling), forecast_store.stored_settings(adapter, digest)
+    found = name if name in settings else None if compute else forecast_store.nearest(name, list(settings))
+    note = "" if found in (None, name) else f" (forecasts of {found}, the nearest stored setting)"
+    if found is not None:
+        try:
+            return [(shape_of(adapter, spec), guess) for spec, guess in
+                    forecast_store.from_entries(settings[found])], note
+        except (ValueError, BitaError) as error:
+            logger.warning("the stored forecasts of %s are unreadable (%s): forecasting again", found, error)
+    logger.info("forecasting every candidate tree at %s once (kept in %s)", name, forecast_store.cache_file(digest))
+    forecasts = pass_sample_forecasts(adapter, sampling)
+    if forecasts:
+        forecast_store.store(digest, name, forecast_store.to_entries(forecasts))
+    return forecasts, ""
+
+
 def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, sampling: Sampling | None = None,
-              chain_rows: int = 0) -> TreeChoice:
+              chain_rows: int = 0, compute: bool = True) -> tuple[TreeChoice, str]:
     """Choose for this model, adapter, device and ``sampling`` (None: greedy), with chains of up to ``chain_rows``
-    candidates beside the tree, measuring pass costs once per device."""
-    return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks,
-                       forecasts=pass_sample_forecasts(adapter, sampling), chain_rows=chain_rows)
+    candidates beside the tree, from the pass costs in the machine profile and the stored forecasts
+    (``stored_forecasts``: ``compute`` False takes the nearest stored setting's); with the forecasts' note."""
+    forecasts, note = stored_forecasts(adapter, sampling, compute)
+    return choose_tree(stored_ranks(adapter), cost_table(loaded, adapter), adapter.n_masks, forecasts=forecasts,
+                       chain_rows=chain_rows), note

@@ -92,28 +92,31 @@ def corpus_of(adapter: BitaAdapter, tokenizer, corpus: str | None) -> tuple[Corp
 
 
 def plan_masks(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree, drafting: bool = False,
-               sampling: Sampling | None = None, chain_rows: int = 0) -> TreePlan:
+               sampling: Sampling | None = None, chain_rows: int = 0, forecast: bool = True) -> TreePlan:
     """An explicit tree as given, or for ``auto`` the shape (static or dynamic) with the highest
     expected tokens/s on this device at ``sampling`` (None: greedy) beside chains of up to ``chain_rows``
     candidates, or plain AR where none beats it (``drafting``: the best tree even then) or the adapter has no
-    acceptance statistics."""
+    acceptance statistics. ``forecast`` False: a sampling setting whose forecasts are not stored is planned on the
+    nearest stored one's (autotree.stored_forecasts)."""
     if tree != AUTO:
         tree = resolve_tree(tree, adapter)
         return TreePlan(tree, f"{tree.spec} (as asked)")
     try:
-        choice = auto_tree(loaded, adapter, sampling, chain_rows)
+        choice, note = auto_tree(loaded, adapter, sampling, chain_rows, forecast)
     except BitaError as error:
         return TreePlan(None, f"auto: plain AR, since {error}")
     choice = choice.drafting() if drafting else choice
     setting = "" if sampling is None or sampling.greedy else (
-        f" [forecast at temperature {sampling.temperature}, top-p {sampling.top_p}, top-k {sampling.top_k or 'off'}]")
+        f" [forecast at temperature {sampling.temperature}, top-p {sampling.top_p}, top-k {sampling.top_k or 'off'}"
+        f"{note}]")
     return TreePlan(choice.tree, choice.describe() + setting, ranking=choice.ranking,
                     ar_tokens_per_second=choice.ar_tokens_per_second)
 
 
 def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree | TreePlan,
               drafts: str = DEFAULT_DRAFTS, ngram_tokens: int = DEFAULT_NGRAM_TOKENS,
-              drafting: bool = False, sampling: Sampling | None = None, corpus: str | None = None) -> TreePlan:
+              drafting: bool = False, sampling: Sampling | None = None, corpus: str | None = None,
+              forecast: bool = True) -> TreePlan:
     """The mask tree (``plan_masks``, for ``auto`` forecast at ``sampling``; None: greedy) and the
     chains ``drafts`` asks for: ``all`` adds to ``both`` a corpus chain of up to as many tokens as the
     n-gram chain, from ``corpus`` or the adapter's training answers (``corpus_of``), gated by its
@@ -126,7 +129,8 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
     forecast (``dynamic_plan.forecast_passes`` with ``ngram_tokens``) runs high on the self-generated
     calibration data, whose answers repeat themselves more than real ones (measured on MT-Bench,
     docs/speed.md), and picked the chain alone where masks + chain measured better. Where no tree pays it drafts with
-    the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is one row.
+    the chain alone rather than decoding plain AR: a pass whose n-grams match nothing is one row. ``forecast`` False
+    (a request's path): nothing is forecast where stored forecasts can stand in (``plan_masks``).
     """
     if isinstance(tree, TreePlan):
         return tree
@@ -134,7 +138,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         raise BitaError(f"drafts must be one of {', '.join(DRAFT_OPTIONS)}, not {drafts!r}")
     source = DRAFT_OPTIONS[drafts]
     if source == MASK:
-        return plan_masks(loaded, adapter, tree, drafting, sampling)
+        return plan_masks(loaded, adapter, tree, drafting, sampling, forecast=forecast)
     if not isinstance(ngram_tokens, int) or not 1 <= ngram_tokens <= MAX_NGRAM_TOKENS:
         raise BitaError(f"ngram_tokens must be an integer from 1 to {MAX_NGRAM_TOKENS}, not {ngram_tokens!r}")
     chain = f"n-gram chains of up to {ngram_tokens} tokens"
@@ -143,7 +147,7 @@ def plan_tree(loaded: LoadedModel, adapter: BitaAdapter, tree: str | DraftTree |
         return TreePlan(EMPTY_TREE, f"ngram:{ngram_tokens}: {chain}, no mask drafts (drafts=ngram){unused}",
                         ngram_tokens)
     chain_rows = ngram_tokens * (2 if source == ALL else 1)  # the chains' candidates, at most
-    masks = plan_masks(loaded, adapter, tree, drafting, sampling, chain_rows)  # forecast without them: see above
+    masks = plan_masks(loaded, adapter, tree, drafting, sampling, chain_rows, forecast)  # forecast without them: above
     drafted = masks.tree if masks.tree is not None else EMPTY_TREE
     extra = {}
     if source == ALL:

@@ -1,6 +1,6 @@
 """Making a model's runtime when it is loaded: its kernels, which forward runs its passes, the dtype
 ``--dtype auto`` takes on a CPU, and the row-invariance probe; measured once per machine and cached in
-JSON tables under the cache folder (measured.py).
+the machine profile under the cache folder (measured.py).
 
 Which forward (runtime.py lists the kinds): with ``--kernels auto`` a Llama-family model the lean forward
 supports runs it, on a CPU as it is and on a CUDA device as fixed-shape passes replayed as CUDA graphs
@@ -31,12 +31,11 @@ from .padded import (
     compare_with_transformers,
     one_shape,
 )
+from .measured import PROFILE_FILE
 from .precision import checked_invariance, checked_pass_milliseconds, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
 from .transformers_forward import TransformersForward
 
-KERNEL_PLANS_FILE = "kernel-plans.json"  # measured kernel plans, by machine and model shapes
-PRECISION_FILE = "precision.json"  # row-invariance probes and --dtype auto's choices, by machine and model
 # On a GPU, how far a CUDA-graph forward's rows may be from transformers' before it runs (padded.Agreement): in fp32
 # the worst row's relative L2; in bf16/fp16 the median row's (sums rounded otherwise drift over the layers: on
 # SmolLM2 in bf16, fixed-tile linears or attention in logical order leave rows 0.01-0.02 from transformers' after
@@ -123,14 +122,17 @@ def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
 def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:
     """The runtime a loaded ``model`` runs with, registered for it (runtime.runtime_of). ``choose_dtype``:
     ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py);
-    else ``dtype_reason`` says why its dtype. Kernel plans and precision probes are cached under ``cache``."""
+    else ``dtype_reason`` says why its dtype. Kernel plans and precision probes are kept in the machine profile in
+    ``cache``."""
+    profile = cache / PROFILE_FILE
+
     def prepared(candidate: nn.Module) -> Runtime:
-        return prepare(candidate, kernels, plan_file=cache / KERNEL_PLANS_FILE, probe_file=cache / PRECISION_FILE)
+        return prepare(candidate, kernels, plan_file=profile, probe_file=profile)
 
     if choose_dtype:
-        runtime, choice = choose_cpu_dtype(model, prepared, cache / PRECISION_FILE)
+        runtime, choice = choose_cpu_dtype(model, prepared, profile)
         dtype_reason = choice.reason
     else:
         runtime = prepared(model)
-    invariance = checked_invariance(runtime, cache / PRECISION_FILE) if runtime.forward.exact_rows else None
+    invariance = checked_invariance(runtime, profile) if runtime.forward.exact_rows else None
     return register(replace(runtime, dtype_reason=dtype_reason, invariance=invariance))

@@ -4,9 +4,11 @@ and the LM head applied to chosen rows. Used by every layer above the model."""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import statistics
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +50,24 @@ def describe_device(device: torch.device) -> str:
     return f"cpu ({describe_cpu()})"
 
 
+@lru_cache(maxsize=1)
+def kernel_sources_digest() -> str:
+    """A hash of the native kernels' sources (this folder's C files and headers): a measurement of their paths
+    holds only for the code that was measured."""
+    hasher = hashlib.sha1()
+    for source in sorted(Path(__file__).parent.glob("native*.[ch]")):
+        hasher.update(source.name.encode() + source.read_bytes())
+    return hasher.hexdigest()[:12]
+
+
 def machine_key(device: torch.device | str = "cpu") -> str:
-    """What every cached measurement on ``device`` depends on, the one key part of each table (kernel plans,
-    precision probes, pass costs): the device as ``describe_device`` names it, a hash of this CPU's flags and
-    torch's version."""
+    """What every measurement of ``device`` in the machine profile depends on (measured.py), facts only: the device
+    as ``describe_device`` names it (on a CPU its model, vector ISA and torch's threads), a hash of this CPU's flags,
+    torch's and transformers' versions and a hash of the native kernels' sources."""
     flags = hashlib.sha1(cpu_info().get("flags", "").encode()).hexdigest()[:12]
-    return "|".join([describe_device(torch.device(device)), f"flags {flags}", f"torch {torch.__version__}"])
+    return "|".join([describe_device(torch.device(device)), f"flags {flags}", f"torch {torch.__version__}",
+                     f"transformers {importlib.metadata.version('transformers')}",
+                     f"kernels {kernel_sources_digest()}"])
 
 
 def synchronize(device: torch.device) -> None:

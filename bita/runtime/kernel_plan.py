@@ -22,18 +22,17 @@ them: on the products the forward really runs (the lean forward's fused QKV and 
 to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass), and the native kernels' paths
 without Python a product (``PlannedLinear.bound``: the lean forward calls them all from C); all the layers' products
 one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of
-``TIMED_ROWS`` rows, one path at a time (its copies made, timed, dropped: at most one copy of the weights
+``DECODE_ROWS`` rows (``TIMED_ROWS`` for the kernel table), one path at a time (its copies made, timed, dropped: at most one copy of the weights
 beside them). ``plan_from`` keeps one path for the layers and one for the head, each the fastest summed over
 a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by ``MIN_GAIN``. One path
 whatever the row count: a row must not round differently because of how many rows share its pass
 (docs/method.md).
 
-``cached_plan`` keeps plans in a JSON table (measured.py), keyed by the machine (``device.machine_key``), the
-dtype, the products' shapes and the paths offered (``plan_key``), with the times and floors they
-were chosen from. A plan timed while the machine was busy (a test suite, a Space's first start) can be wrong
-for an idle one, so a cached plan is checked once per process against a quick probe at ``PROBE_ROWS``
-(priced the same way, padded to each path's floor) and timed again, saying so, where the probe finds its
-path clearly slower."""
+``cached_plan`` keeps plans in the machine profile (measured.py), keyed by the machine (``device.machine_key``), the
+dtype, the products' shapes and the paths offered (``plan_key``), with the times and floors they were chosen from:
+measured once, never re-timed on a load. Measuring times the row counts a plan is chosen on (``DECODE_ROWS``), the
+likeliest winners first, and drops a path ``DROP_FACTOR`` slower than the fastest so far at a row count (a path
+hopeless at one row is not timed at every other)."""
 
 from __future__ import annotations
 
@@ -59,10 +58,10 @@ NATIVE_PATHS = (NATIVE, DOT, AMX)  # the native library's kernels (native.py: it
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 REPEATS = 5
-PLAN_VERSION = "v4"  # v3: priced as passes run (fused products, padded to each path's floor); v4: native ones bound
-MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes minutes and shows its progress; a tiny one's is quiet
-PROBE_ROWS, PROBE_REPEATS = (1, 8), 2  # an AR pass and a small tree's: a cached plan's check (~1 s here)
-PROBE_MARGIN = 0.15  # a cached plan is timed again where its path is this much slower than the fastest at PROBE_ROWS
+DROP_FACTOR = 2.0  # a path this much slower than the fastest so far at a row count is timed no further
+PLAN_VERSION = "v5"  # v3: priced as passes run (fused products, padded to each path's floor); v4: native ones bound;
+#                      v5: DECODE_ROWS only, hopeless paths dropped
+MIN_LAYERS_FOR_PROGRESS = 8  # a real model's timing takes seconds and shows its progress; a tiny one's is quiet
 FLOOR_ROWS, FLOOR_BLOCKS = 64, (1, 2, 3, 4, 8)  # row_floor's rows, and the block sizes compared with one block
 _floors: dict[tuple, int] = {}  # row_floor's measurements in this process
 _said: set[str] = set()  # why the native, dot or AMX path cannot run, said once a process
@@ -211,8 +210,9 @@ def row_floor(path: str, weight: torch.Tensor, bias: torch.Tensor | None, copy: 
 
 
 def _fastest(seconds: dict[str, float]) -> str:
+    """The fastest path: STOCK unless another is MIN_GAIN faster (or STOCK was dropped as hopeless)."""
     best = min(seconds, key=seconds.get)
-    return best if seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
+    return best if STOCK not in seconds or seconds[best] < (1 - MIN_GAIN) * seconds[STOCK] else STOCK
 
 
 def products_of(modules: Sequence[nn.Linear]) -> list[Product]:
@@ -222,40 +222,47 @@ def products_of(modules: Sequence[nn.Linear]) -> list[Product]:
 
 @torch.inference_mode()
 def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None,
-                 rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> dict:
+                 rows: Sequence[int] = DECODE_ROWS, repeats: int = REPEATS, drop: float = DROP_FACTOR) -> dict:
     """Median seconds of each path at each of ``rows`` rows over ``repeats`` rounds, as passes run them: through
     ``PlannedLinear`` (a pass below the path's floor padded to it) on the products the forward runs (``layers``
-    one after the other, ``head`` alone). One path at a time: its copies are made, timed and dropped.
-    {"rows": [...], "layers": [per row count {path: seconds}], "head": [...], "floors": {"layers": {path: the
-    highest floor among the layers}, "head": {...}}}; {} and no floors where there is no weight."""
+    one after the other, ``head`` alone). One path at a time, the likeliest winners first (our kernels, then
+    torch's): its copies are made, timed and dropped; a path ``drop`` times slower than the fastest so far at a row
+    count is not timed at the rows after it (no entry there: it cannot win). {"rows": [...], "layers": [per row
+    count {path: seconds}], "head": [...], "floors": {"layers": {path: the highest floor among the layers},
+    "head": {...}}}; {} and no floors where there is no weight."""
     stacks = {"layers": list(layers), "head": [head] if head is not None else []}
     paths = paths or offered_paths(stacks["layers"][0][0] if layers else head[0])
     times: dict = {"rows": list(rows), **{name: [{} for _ in rows] for name in stacks},
                    "floors": {name: {} for name in stacks}}
-    quiet = len(layers) < MIN_LAYERS_FOR_PROGRESS or tuple(rows) == PROBE_ROWS
-    for path in tqdm(paths, desc="timing this CPU's kernels once (cached)", unit="path", disable=quiet):
+    quiet = len(layers) < MIN_LAYERS_FOR_PROGRESS
+    ordered = sorted(paths, key=lambda path: -PATHS.index(path))
+    for path in tqdm(ordered, desc="measuring this CPU's kernels once", unit="path", disable=quiet):
         for name, products in stacks.items():
             if not products:
                 continue
             planned = [PlannedLinear(weight, bias, path) for weight, bias in products]
             times["floors"][name][path] = max(linear.floor for linear in planned)
-            inputs = {count: {weight.shape[1]: torch.randn(count, weight.shape[1], dtype=weight.dtype)
-                              for weight, _ in products} for count in rows}
-            calls = {count: [linear.bound(inputs[count][linear.weight.shape[1]]) for linear in planned]
-                     for count in rows}
-            seconds = median_seconds({count: lambda count=count: [call() for call in calls[count]] for count in rows},
-                                     repeats)
             for index, count in enumerate(rows):
-                times[name][index][path] = seconds[count]
+                inputs = {weight.shape[1]: torch.randn(count, weight.shape[1], dtype=weight.dtype)
+                          for weight, _ in products}
+                calls = [linear.bound(inputs[linear.weight.shape[1]]) for linear in planned]
+                seconds = median_seconds({count: lambda: [call() for call in calls]}, repeats)[count]
+                best = min(times[name][index].values(), default=seconds)
+                times[name][index][path] = seconds
+                if seconds > drop * best:
+                    break
             del planned  # this path's copies go before the next path's are made
     return times
 
 
 def _summed(times: dict[str, list], name: str, rows: Sequence[int]) -> dict[str, float]:
     """Each path's seconds for ``name`` ("layers" or "head") summed over ``rows`` in a ``kernel_times``
-    table ({} where there was no weight)."""
+    table, of the paths timed at all of them ({} where there was no weight)."""
     used = [seconds for count, seconds in zip(times["rows"], times[name]) if count in rows and seconds]
-    return {path: sum(seconds[path] for seconds in used) for path in used[0]} if used else {}
+    if not used:
+        return {}
+    timed = set.intersection(*(set(seconds) for seconds in used))
+    return {path: sum(seconds[path] for seconds in used) for path in used[0] if path in timed}
 
 
 def plan_from(times: dict[str, list]) -> KernelPlan:
@@ -273,21 +280,6 @@ def measure_plan(layers: Sequence[Product], head: Product | None, paths: Sequenc
     return plan_from(kernel_times(layers, head, paths))
 
 
-def probe_disagrees(plan: KernelPlan, probe: dict[str, list]) -> str | None:
-    """Where ``probe`` (``kernel_times`` at PROBE_ROWS, summed over them) finds the plan's path for the
-    layers or the head more than PROBE_MARGIN slower than the fastest path, what it found; else None."""
-    for name, path in (("layers", plan.layers), ("head", plan.head)):
-        totals = _summed(probe, name, probe["rows"])
-        if not totals:
-            continue
-        best = min(totals, key=totals.get)
-        if path not in totals or totals[path] > (1 + PROBE_MARGIN) * totals[best]:
-            taken = f"{1000 * totals[path]:.1f} ms" if path in totals else "not available"
-            return f"{name} at {' + '.join(map(str, probe['rows']))} rows: the plan's {path} {taken}, " \
-                   f"{best} {1000 * totals[best]:.1f} ms now"
-    return None
-
-
 def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None) -> str:
     """What a plan depends on: this machine (``machine_key``), the dtype, the products' shapes and the paths it
     chose among."""
@@ -300,9 +292,9 @@ def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[st
 
 def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | None,
                 paths: Sequence[str] | None = None) -> KernelPlan:
-    """The plan for these products on this machine: read from the JSON table ``path`` (checked against a
-    probe once per process, ``probe_disagrees``), or measured over ``paths`` and stored there with its
-    times (also where the entry is unreadable or the probe disagrees). ``path`` None: measured, not kept."""
+    """The plan for these products on this machine: read from the machine profile ``path``, or measured over
+    ``paths`` once and stored there with its times (also where the entry is unreadable). ``path`` None: measured,
+    not kept."""
     paths = paths or offered_paths(layers[0][0] if layers else head[0])
 
     def measure() -> dict:
@@ -310,7 +302,4 @@ def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | No
         plan = plan_from(times)
         return {"layers": plan.layers, "head": plan.head, "seconds": times}
 
-    def check(plan: KernelPlan) -> str | None:
-        return probe_disagrees(plan, kernel_times(layers, head, paths, PROBE_ROWS, PROBE_REPEATS))
-
-    return measured(path, plan_key(layers, head, paths), "kernel plan", measure, KernelPlan.from_entry, check)
+    return measured(path, plan_key(layers, head, paths), "kernel plan", measure, KernelPlan.from_entry)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ from .model_thread import ModelThread
 from .model_work import ModelWork
 
 T = TypeVar("T")
+PLANS_KEPT = 64  # tree plans kept, the least recently used dropped first (one a setting: adapter, tree, sampling)
 
 
 class Engine:
@@ -32,16 +34,18 @@ class Engine:
         self.work = work or ModelThread()
         self.loaded = self.work.call(load)
         self.device = f"{describe_device(self.loaded.device)}, {str(self.loaded.model.dtype).removeprefix('torch.')}"
-        self._cache: dict = {}  # only model work (``self.work.call``) reads and fills it
+        self._adapters: dict = {}  # only model work (``self.work.call``) reads and fills these
+        self._plans: OrderedDict = OrderedDict()
         self.default_adapter = adapter or default_adapter_name(self.loaded)
         self.work.call(self._adapter, self.default_adapter)  # a wrong adapter fails here, not in a page
         self.adapter_names = list(dict.fromkeys([self.default_adapter, *adapters_for(self.loaded.model), UNTRAINED]))
 
     def setup(self, adapter_name: str, tree: str, drafts: str = DEFAULT_DRAFTS, drafting: bool = False,
               sampling: Sampling | None = None) -> tuple[BitaAdapter, TreePlan]:
-        """(adapter, TreePlan) for a session's settings; measured and loaded once per process (and
-        forecast once per sampling setting). ``drafting``: ``auto`` takes the best drafting tree even
-        where plain AR is faster."""
+        """(adapter, TreePlan) for a session's settings: loaded once per process, planned from the machine profile
+        and stored forecasts (a sampling setting not stored takes the nearest stored one's: nothing is timed or
+        forecast here), the last PLANS_KEPT kept. ``drafting``: ``auto`` takes the best drafting tree even where
+        plain AR is faster."""
         return self.work.call(self._setup, adapter_name, tree, drafts, drafting, sampling)
 
     def _setup(self, adapter_name: str, tree: str, drafts: str, drafting: bool,
@@ -50,13 +54,17 @@ class Engine:
         greedy = sampling is None or sampling.greedy
         setting = None if greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
         key = (adapter_name, tree, drafts, drafting, setting)
-        if key not in self._cache:
-            self._cache[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting, sampling=sampling)
-        return adapter, self._cache[key]
+        if key not in self._plans:
+            self._plans[key] = plan_tree(self.loaded, adapter, tree, drafts, drafting=drafting, sampling=sampling,
+                                         forecast=False)
+            while len(self._plans) > PLANS_KEPT:
+                self._plans.popitem(last=False)
+        self._plans.move_to_end(key)
+        return adapter, self._plans[key]
 
     def pass_costs(self, adapter: BitaAdapter) -> CostTable:
-        """The seconds a pass costs here by its rows, for ``adapter`` (measured once per machine, as ``auto``
-        measures them, and checked once per process)."""
+        """The seconds a pass costs here by its rows, for ``adapter`` (the machine profile's, as ``auto`` reads
+        them)."""
         return self.work.call(cost_table, self.loaded, adapter)
 
     def stream(self, function: Callable[..., Iterator[T]], *args, **kwargs) -> Iterator[T]:
@@ -65,9 +73,9 @@ class Engine:
         return self.work.stream(function, self.loaded, *args, **kwargs)
 
     def _adapter(self, name: str) -> BitaAdapter:
-        if name not in self._cache:
-            self._cache[name] = resolve_adapter(self.loaded, name)[0]
-        return self._cache[name]
+        if name not in self._adapters:
+            self._adapters[name] = resolve_adapter(self.loaded, name)[0]
+        return self._adapters[name]
 
     def decode(self, ids: list[int]) -> str:
         """Token text for figures and colours (special tokens shown)."""
