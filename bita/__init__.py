@@ -18,18 +18,28 @@ records) -> ``plan`` (which tree pays here) -> ``generate`` (validated streams) 
 
 __version__ = "0.1.0"
 
-from . import hf  # bita.hf.generate: BiTA inside model.generate (custom_generate)
-from .bench.baselines import run_hf
-from .decode.records import StepRecord
-from .decode.sampling import Sampling
-from .drafts.tree import parse_tree_spec
-from .errors import BitaError
-from .generate import Request, RunResult, collect, stream_ar, stream_bita
-from .model.adapter import BitaAdapter
-from .model.loading import encode_chat, load_model
-from .model.shipped import resolve_adapter
-from .plan.tree_plan import TreePlan, plan_tree
+import importlib
 
-__all__ = ["__version__", "hf", "BitaAdapter", "BitaError", "Request", "RunResult", "Sampling", "StepRecord",
-           "TreePlan", "collect", "encode_chat", "load_model", "parse_tree_spec", "plan_tree", "resolve_adapter",
-           "run_hf", "stream_ar", "stream_bita"]
+# What each public name is imported from, on first use: ``import bita`` pays for no part it does not use (bita.hf
+# imports transformers' generation machinery; the bench and the plans their own).
+_EXPORTS = {"hf": ".hf", "run_hf": ".bench.baselines", "StepRecord": ".decode.records", "Sampling": ".decode.sampling",
+            "parse_tree_spec": ".drafts.tree", "BitaError": ".errors", "Request": ".generate",
+            "RunResult": ".generate", "collect": ".generate", "stream_ar": ".generate", "stream_bita": ".generate",
+            "BitaAdapter": ".model.adapter", "encode_chat": ".model.loading", "load_model": ".model.loading",
+            "resolve_adapter": ".model.shipped", "TreePlan": ".plan.tree_plan", "plan_tree": ".plan.tree_plan"}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str):
+    """``bita.NAME`` for the public names, imported where first asked for (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bita' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name], __name__)
+    value = module if name == "hf" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub: fail fast, never hang
+# Tests never write the user's cache (~/.cache/bita: a busy test run's timings would become the profile a user's next
+# run trusts): one temporary cache a test run, so the real model is still converted and measured once, then removed
+TEST_CACHE = os.environ["BITA_CACHE"] = tempfile.mkdtemp(prefix="bita-test-cache-")
 # Triton kernels (bita/runtime/logical_attention.py, triton_*.py; bita/decode/walk_kernel.py) run under Triton's
 # interpreter where no GPU runs them: set before anything imports triton, and only without CUDA (a GPU machine runs
 # them compiled)
@@ -62,6 +67,10 @@ def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
     config.initializer_range = 0.2
     model = AutoModelForCausalLM.from_config(config).eval()
     return model.requires_grad_(False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", params=sorted(TINY_CONFIGS))

@@ -115,3 +115,17 @@ def test_docs_method_names_every_module_and_no_module_that_is_gone():
     assert not missing, missing
     gone = [name for name in set(re.findall(r"(?:bita|viz)/[\w/]+\.py", text)) if not (REPO / name).is_file()]
     assert not gone, gone
+
+
+def test_importing_bita_or_its_command_line_costs_no_app_or_figure_library():
+    """``import bita`` imports no heavy library until a name is used; ``bita generate`` no Gradio nor Plotly."""
+    import subprocess
+    import sys
+
+    heavy = ("gradio", "plotly", "torch", "transformers")
+    script = ("import sys; import bita; print([m for m in {heavy} if m in sys.modules]); "
+              "import bita.cli, bita.cli.generate, bita.cli.measure; "
+              "print([m for m in ('gradio', 'plotly') if m in sys.modules])")
+    found = subprocess.run([sys.executable, "-c", script.format(heavy=heavy)], capture_output=True, text=True,
+                           check=True, cwd=REPO).stdout.splitlines()
+    assert found == ["[]", "[]"]

@@ -48,9 +48,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                   "chain's index")
     calibration.add_argument("--samples", type=int, default=TrainConfig.eval_samples, help="held-out samples to score")
     calibration.add_argument("--trees", nargs="*", default=FORECAST_TREES, help="trees to forecast tau for")
-    calibration.add_argument("--contexts", choices=("both", "greedy", "sampled"), default="both",
+    calibration.add_argument("--contexts", choices=("both", "greedy", "sampled", "none"), default="both",
                              help="score the greedy answers, answers sampled again from their prompts (what "
-                                  "sampled requests are forecast from), or both")
+                                  "sampled requests are forecast from), both, or none (the statistics kept as they "
+                                  "are); every run stores the candidate trees' forecasts with the adapter")
     calibration.add_argument("--sampled-samples", type=int, default=64, help="held-out prompts to sample answers for")
     calibration.add_argument("--sampled-temperature", type=float, default=1.0, help="temperature of those answers")
     calibration.set_defaults(run=run_calibrate)
@@ -129,6 +130,7 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     from ..model.samples import read_samples
     from ..model.shipped import UNTRAINED, resolve_adapter
     from ..plan.acceptance import forecast
+    from ..plan.autotree import ship_forecasts
     from ..plan.corpus_source import load_corpus
     from ..plan.tree_plan import resolve_tree
     from ..training.calibration import calibrate, calibrate_sampled
@@ -137,21 +139,25 @@ def run_calibrate(args: argparse.Namespace) -> dict:
     if args.adapter == UNTRAINED or args.samples < 1 or args.sampled_samples < 1:
         raise BitaError("calibrate needs a trained adapter and --samples and --sampled-samples of at least 1")
     sampling = Sampling(args.sampled_temperature, seed=0)  # checks the temperature
-    heldout = read_samples(Path(args.data), split="heldout")[: args.samples]
+    scoring = args.contexts != "none"
+    heldout = read_samples(Path(args.data), split="heldout")[: args.samples] if scoring else []
     loaded = load_from(args)
     adapter, adapter_path = resolve_adapter(loaded, args.adapter)
     trees = [resolve_tree(spec, adapter) for spec in args.trees]
     # the corpus chain's index: the train split (the held-out answers stay out), where there is one
-    corpus = load_corpus(str(args.data), loaded.tokenizer) if read_samples(Path(args.data), "train") else None
+    corpus = load_corpus(str(args.data), loaded.tokenizer) \
+        if scoring and read_samples(Path(args.data), "train") else None
     lines = []
-    if args.contexts != "sampled":
+    if args.contexts in ("both", "greedy"):
         record = calibrate(adapter, loaded.model, heldout, corpus=corpus)
         lines.append(f"{record['passes']} scored passes from {record['samples']} held-out samples")
-    if args.contexts != "greedy":
+    if args.contexts in ("both", "sampled"):
         answers = resampled(loaded, heldout[: args.sampled_samples], sampling)
         sampled = calibrate_sampled(adapter, loaded.model, answers, sampling.temperature, corpus=corpus)
         lines.append(f"{sampled['passes']} scored passes from {sampled['samples']} answers sampled at "
                      f"T = {sampling.temperature}")
+    shipped = ship_forecasts(adapter)
+    lines.append(f"forecasts stored for {', '.join(shipped) or 'no setting'}")
     adapter.save(adapter_path)
     ranks = stored_ranks(adapter)
     forecasts = {tree.spec: forecast(tree, ranks).tokens_per_pass for tree in trees}

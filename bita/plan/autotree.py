@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from ..decode.sampling import Sampling
 from ..drafts.dynamic import DynamicShape
@@ -221,6 +222,22 @@ def stored_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None, com
     if forecasts:
         forecast_store.store(digest, name, forecast_store.to_entries(forecasts))
     return forecasts, ""
+
+
+def ship_forecasts(adapter: BitaAdapter) -> list[str]:
+    """Forecast every candidate at each of forecast_store.SHIPPED_SETTINGS into ``adapter.config.forecasts`` (saved
+    with the adapter: ``bita calibrate``), those its statistics allow; the settings forecast."""
+    digest = forecast_store.statistics_digest(adapter, candidate_trees(adapter.n_masks))
+    settings = {}
+    for sampling in tqdm(forecast_store.SHIPPED_SETTINGS, desc="forecasting the shipped settings", unit="setting"):
+        try:
+            forecasts = pass_sample_forecasts(adapter, sampling)
+        except BitaError:
+            continue  # sampled settings need statistics of sampled answers
+        if forecasts:
+            settings[forecast_store.setting_name(sampling)] = forecast_store.to_entries(forecasts)
+    adapter.config.forecasts = forecast_store.record(digest, settings) if settings else {}
+    return list(settings)
 
 
 def auto_tree(loaded: LoadedModel, adapter: BitaAdapter, sampling: Sampling | None = None,

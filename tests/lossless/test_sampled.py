@@ -28,7 +28,6 @@ from bita.decode.stopping import StopCondition
 from bita.drafts.corpus import CorpusIndex
 from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
-from bita.runtime.precision import bf16_hardware
 from bita.runtime.runtime import runtime_of
 
 ALPHA = 1e-3  # a correct BiTA fails one of these tests with probability ALPHA; seeds are fixed, so CI is deterministic
@@ -40,7 +39,6 @@ LONG_PROMPT = torch.randint(3, SMALL_VOCAB, (3 * WINDOW,), generator=torch.Gener
 BITA_SEEDS = 1_000_000  # BiTA's seeds start here, AR's at 0: the two samples are independent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-needs_bf16 = pytest.mark.skipif(not bf16_hardware(), reason="no bf16 hardware: --dtype auto keeps fp32 on this CPU")
 
 
 def with_vocab(config, vocab: int = SMALL_VOCAB):
@@ -236,14 +234,12 @@ def test_sampled_bita_emits_the_tokens_of_sampled_ar(family_drafting, spec):
     assert_identical_to_ar(family_drafting[0], *family_drafting[1], spec)
 
 
-@needs_bf16
 @pytest.mark.parametrize("spec", ["efficient:3,2,2", "dynamic:10", ""])
 def test_sampled_bita_in_bf16_emits_the_tokens_of_sampled_ar(half_drafting, spec):
     """In bf16 the race compares probabilities rounded from bf16 logits: a tree row's must be the AR row's."""
     assert_identical_to_ar(half_drafting[0], *half_drafting[1], spec)
 
 
-@needs_bf16
 def test_bita_in_bf16_samples_the_ar_distribution(half_drafting):
     family, (runtime, adapter) = half_drafting
     spec, settings, ngram_tokens = "efficient:3,2,2/chain-groups", (1.0, 1.0, 0), 4

@@ -16,12 +16,10 @@ from bita.runtime import kernel_plan
 from bita.runtime.hf_attention import our_attention, use_exact_attention
 from bita.runtime.invariance import PASS_ROWS, probe_row_invariance
 from bita.runtime.lean_llama import LEAN_TYPES
-from bita.runtime.precision import bf16_hardware
 from bita.runtime.runtime import Runtime
 from bita.runtime.transformers_forward import TransformersForward
 
-DTYPES = [pytest.param(torch.bfloat16, marks=pytest.mark.skipif(
-    not bf16_hardware(), reason="no bf16 hardware: --dtype auto keeps fp32 on this CPU")), torch.float32]
+DTYPES = [torch.bfloat16, torch.float32]  # --dtype auto may take either on any CPU (precision.py)
 # (family, runs on the lean forward): every lean family on it, the others and llama on transformers' path
 FORWARDS = [(arch, True) for arch in LEAN_TYPES] + [(arch, False) for arch in sorted(WINDOWED_CONFIGS) + ["llama"]]
 FORWARD_IDS = [f"{arch}-{'lean' if lean else 'transformers'}" for arch, lean in FORWARDS]
