@@ -13,7 +13,7 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
   padded.py, never timed here).
 
-Which is fastest depends on the CPU and on the rows (measured on 2-vCPU machines of one workplace: on an
+Which is fastest depends on the CPU and on the rows (measured on 2-vCPU cloud machines: on an
 AMD EPYC with AVX2 PACKED won at every row count, and on an AMD EPYC of family 25 model 17 with AVX-512
 too (docs/speed.md); on an Intel Xeon with AVX-512 STOCK won at 1 row, where PACKED cost +33 % a pass,
 and TRANSPOSED at 4-16 rows). So ``kernel_times`` times the paths ``offered_paths`` finds here as passes run
