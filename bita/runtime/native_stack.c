@@ -70,7 +70,7 @@ int bita_stack(const int64_t *weights, int L, int bf16, int kernel, const void *
     size_t total = 0;
     for (int i = 0; i < 8; i++) total += lengths[i];
     if (!(scratch = malloc(total * size))) return -1;
-    for (int i = 0, at = 0; i < 8; at += lengths[i++]) parts[i] = scratch + at * size;
+    for (size_t i = 0, at = 0; i < 8; at += lengths[i++]) parts[i] = scratch + at * size;
     char *stream[2] = {parts[0], parts[1]}, *normed = parts[2], *projected = parts[3], *query = parts[4];
     char *attended = parts[5], *gate_up = parts[6], *activated = parts[7];
     const size_t layer_kv = 2 * kv_size * capacity, row_bytes = D * size;
