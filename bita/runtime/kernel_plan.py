@@ -54,7 +54,7 @@ from .measured import MIN_GAIN, measured
 STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX = "stock", "transposed", "packed", "native", "dot", "amx"
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
 PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, TRITON)
-NATIVE_PATHS = (NATIVE, DOT, AMX)  # the native library's kernels (native.py: its name for each is the path's)
+NATIVE_PATHS = tuple(native.KERNELS)  # the native library's kernels: native.KERNELS, by these paths' names
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
 REPEATS = 5

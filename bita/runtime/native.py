@@ -316,27 +316,29 @@ def _amx_packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
     return -(-rows // AMX_BLOCK) * AMX_BLOCK * -(-columns // AMX_CHUNK) * AMX_CHUNK
 
 
-class _Kernel(NamedTuple):
-    """A linear kernel of the library: why it cannot run here, the dtypes it takes, its packed copy's size and its
-    C functions ({} the dtype's suffix)."""
+class Kernel(NamedTuple):
+    """A linear kernel of the library: why it cannot run here, the dtypes it takes, its packed copy's size, its C
+    functions ({} the dtype's suffix) and its number in native_stack.c's ``KERNEL_*`` enum."""
 
     unavailable: Callable[[], str | None]
     dtypes: tuple[torch.dtype, ...]
     packed_size: Callable[[int, int, torch.dtype], int]
     pack: str
     linear: str
+    stack: int
 
 
-_KERNELS = {"native": _Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "bita_linear_{}"),
-            "amx": _Kernel(amx_unavailable, BF16_DTYPES, _amx_packed_size, "bita_amx_pack", "bita_amx_linear"),
-            "dot": _Kernel(dot_unavailable, BF16_DTYPES, _packed_size, "bita_pack_{}", "bita_dot_linear")}
+# The library's linear kernels, by the kernel plan's name for their path (kernel_plan.NATIVE_PATHS): the one table
+KERNELS = {"native": Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "bita_linear_{}", 0),
+           "amx": Kernel(amx_unavailable, BF16_DTYPES, _amx_packed_size, "bita_amx_pack", "bita_amx_linear", 1),
+           "dot": Kernel(dot_unavailable, BF16_DTYPES, _packed_size, "bita_pack_{}", "bita_dot_linear", 2)}
 
 
 def pack(weight: torch.Tensor, kernel: str = "native") -> torch.Tensor | None:
     """``weight`` [N, K] (bf16 or float32, on the CPU) packed for ``linear`` by ``kernel`` ("native":
     native_linear.c's tiles; "dot": the same tiles, bf16 only; "amx": native_amx.c's blocks, bf16 only), flat in the
     weight's dtype; None where that kernel cannot run it."""
-    spec = _KERNELS[kernel]
+    spec = KERNELS[kernel]
     if weight.dtype not in spec.dtypes or not weight.is_cpu or spec.unavailable() is not None:
         return None
     if weight.dim() != 2:
@@ -368,7 +370,7 @@ def bound_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | Non
                  kernel: str = "native") -> tuple[torch.Tensor, Callable[[], None]]:
     """``linear``'s output [..., out_features] (empty) and the C call that fills it, its arguments checked and bound
     once: each call costs the kernel and ctypes' few us alone (what native_stack.c pays a product, with no ctypes)."""
-    spec, shape, dtype = _KERNELS[kernel], x.shape, x.dtype
+    spec, shape, dtype = KERNELS[kernel], x.shape, x.dtype
     if dtype not in spec.dtypes or not x.is_cpu or not shape:
         raise ValueError(f"native.linear ({kernel}) takes x [..., in] in "
                          f"{' or '.join(map(str, spec.dtypes))} on the CPU, not {_shown(x)}")

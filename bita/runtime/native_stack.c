@@ -30,7 +30,7 @@ void bita_dot_linear(const uint16_t *, const uint16_t *, const float *, const ui
 
 enum { NORM_IN, QKV, QKV_BIAS, OUT, OUT_BIAS, NORM_POST, GATE_UP, GATE_UP_BIAS, DOWN, DOWN_BIAS, PER_LAYER };
 
-enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT };  /* the products' kernel: native_stack.py's KERNELS */
+enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT };  /* the products' kernel: native.py's KERNELS (Kernel.stack) */
 
 typedef struct {
     int bf16, kernel, threads;

@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import native
-from .kernel_plan import AMX, DOT, NATIVE, PlannedLinear
+from .kernel_plan import PlannedLinear
 from .static_kv import StaticKV
 
 if TYPE_CHECKING:
     from .lean_llama import LeanLlama
-
-KERNELS = {NATIVE: 0, AMX: 1, DOT: 2}  # native_stack.c's KERNEL_* for a product's path
 
 
 def _address(tensor: torch.Tensor | None) -> int:
@@ -29,10 +27,10 @@ class NativeStack:
     """The decoder stack of a LeanLlama ``lean`` as native_stack.c runs it: ``addresses`` [layers x 10 + 1] int64, a
     layer's norm, Q/K/V product and bias, O product and bias, norm, gate/up product and bias, down product and bias
     (a product: its weight as ``native.pack`` packed it; a bias: a float32 copy kept here, or 0), then the final
-    norm's; one kernel (``kernel``: a path of ``KERNELS``) for every product."""
+    norm's; one kernel (``kernel``: a path of ``native.KERNELS``) for every product."""
 
     def __init__(self, lean: LeanLlama, kernel: str):
-        self.lean, self.kernel = lean, KERNELS[kernel]
+        self.lean, self.kernel = lean, native.KERNELS[kernel].stack
         self.biases = []  # float32 copies of the biases, the C code reads them
         addresses = []
         for layer in lean.layers:  # (norm, Q/K/V, O, norm, gate/up, down)

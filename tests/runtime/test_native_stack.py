@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from bita.runtime import native
 from bita.runtime.kernel_plan import AMX, DOT, NATIVE, TRANSPOSED, KernelPlan
 from bita.runtime.lean_llama import LEAN_TYPES, LeanLlama
-from bita.runtime.native_stack import KERNELS, NativeStack
+from bita.runtime.native_stack import NativeStack
 
 
 def model_of(arch: str) -> torch.nn.Module:
@@ -57,7 +57,7 @@ def test_the_stack_in_one_call_is_the_layers_called_one_by_one(arch, dtype, kern
     load_build(march, monkeypatch, tmp_path_factory.getbasetemp() / f"native-{march}")
     lean = lean_on(arch, dtype, kernel)
     stack = lean.stack
-    assert stack is not None and stack.kernel == KERNELS[kernel]
+    assert stack is not None and stack.kernel == native.KERNELS[kernel].stack
     generator = torch.Generator().manual_seed(1)
     caches = {way: lean.new_cache(rows=64) for way in ("stack", "python")}
     cached = 0
