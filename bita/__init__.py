@@ -26,7 +26,8 @@ _EXPORTS = {"hf": ".hf", "run_hf": ".bench.baselines", "StepRecord": ".decode.re
             "parse_tree_spec": ".drafts.tree", "BitaError": ".errors", "Request": ".generate",
             "RunResult": ".generate", "collect": ".generate", "stream_ar": ".generate", "stream_bita": ".generate",
             "BitaAdapter": ".model.adapter", "encode_chat": ".model.loading", "load_model": ".model.loading",
-            "resolve_adapter": ".model.shipped", "TreePlan": ".plan.tree_plan", "plan_tree": ".plan.tree_plan"}
+            "resolve_adapter": ".model.shipped", "TreePlan": ".plan.tree_plan", "plan_tree": ".plan.tree_plan",
+            "show": ".notebook", "SavedDecoding": ".saved", "read_saved": ".saved"}
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

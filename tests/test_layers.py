@@ -16,7 +16,7 @@ import pytest
 import bita
 
 REPO = Path(__file__).resolve().parents[1]
-CORE = {"errors", "package_data", "runtime", "model", "drafts", "decode", "plan", "generate", "branch"}
+CORE = {"errors", "package_data", "runtime", "model", "drafts", "decode", "plan", "generate", "branch", "saved"}
 LEAVES = {"errors", "package_data"}  # what every part may import: errors, and where the shipped files are
 ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides itself
     "errors": set(),
@@ -28,14 +28,17 @@ ALLOWED = {  # part of bita (or viz) -> the parts of bita it may import besides 
     "plan": LEAVES | {"runtime", "model", "drafts", "decode"},
     "generate": LEAVES | {"runtime", "model", "drafts", "decode", "plan"},
     "branch": LEAVES | {"runtime", "model", "drafts", "decode", "plan", "generate"},  # what-if from a forced token
+    "saved": LEAVES | {"runtime", "model", "drafts", "decode", "plan", "generate"},  # a decoding in one file
+    "notebook": CORE,  # bita.show: a decoding played back in a notebook
     "hf": CORE,  # BiTA inside transformers' generate: a front end like the CLI's
     "training": LEAVES | {"runtime", "model", "drafts", "decode"},
     "bench": CORE | {"training", "hf"},  # ShareGPT through training's reader; hfc times bita.hf
     "serve": CORE,
     "cli": CORE | {"bench", "training"},
-    "viz": {"decode", "drafts", "plan"},  # plan: the measured pass costs and the expected speedup it draws
+    "viz": {"decode", "drafts", "plan", "saved"},  # plan: the measured pass costs and the expected speedup it draws;
+    # saved: the saved decoding it plays back
 }
-MAY_DRAW = {"serve", "cli"}  # the parts that may import viz
+MAY_DRAW = {"serve", "cli", "notebook"}  # the parts that may import viz
 
 
 def part_of(path: Path) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bita.decode.explain import RowVerdict
 from bita.decode.records import BONUS, DraftNode, StepRecord, accepted_role
+from bita.decode.text_pieces import token_texts
 from bita.drafts.sources import CORPUS, NGRAM
 from bita.drafts.sources import parts as source_parts
 
@@ -73,29 +74,13 @@ class TokenSpan:
     role: str
 
 
-def token_texts(tokens: Sequence[int], decode: Decode, window: int = 8) -> list[str]:
-    """[len(tokens)] text pieces with ``''.join(pieces) == decode(tokens)`` for decoders whose text
-    only grows when tokens are appended (HF tokenizers, in practice). A piece is how much decoding
-    a short window ending at the token grows, so leading spaces come out right; a token that ends
-    inside a character (decoded as U+FFFD) gets '' and the whole character goes to the next one."""
-    pieces: list[str] = []
-    done = 0  # tokens[:done] have their text in pieces
-    for i in range(len(tokens)):
-        start = max(0, done - window)
-        before, after = decode(list(tokens[start:done])), decode(list(tokens[start:i + 1]))
-        if after.endswith("\ufffd") and i + 1 < len(tokens):
-            pieces.append("")
-            continue
-        pieces.append(after[len(before):] if after.startswith(before) else decode(list(tokens[done:i + 1])))
-        done = i + 1
-    return pieces
-
-
-def token_spans(records: Sequence[StepRecord], decode: Decode) -> list[TokenSpan]:
-    """One TokenSpan per emitted token of ``records``, in output order."""
+def token_spans(records: Sequence[StepRecord], decode: Decode,
+                pieces: Sequence[str] | None = None) -> list[TokenSpan]:
+    """One TokenSpan per emitted token of ``records``, in output order; ``pieces``: their texts where known (a saved
+    decoding's), else ``token_texts`` of ``decode``."""
     tokens = [t for r in records for t in r.emitted]
     owners = [(r.index, role) for r in records for role in r.emitted_roles()]
-    texts = token_texts(tokens, decode)
+    texts = token_texts(tokens, decode) if pieces is None else pieces
     return [TokenSpan(t, text, index, role) for t, text, (index, role) in zip(tokens, texts, owners)]
 
 
@@ -120,13 +105,14 @@ def _struck_hover(record: StepRecord, draft: DraftNode, decode: Decode) -> str:
 
 
 def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bool = True, turn: int | str = 0,
-                lead: str = "") -> str:
+                lead: str = "", pieces: Sequence[str] | None = None) -> str:
     """The output as one <div>: a <span> per emitted token, background by role, underlined when
     the context n-gram proposed it, ink and outline by the verifier's confidence where recorded,
     ``title`` hover text, classes naming ``turn``, its pass and its place in the pass; after each
-    pass, its best rejected alternative struck through (when ``show_rejected``). Inline styles
-    only; newlines become <br>; ``lead``: HTML before the first token."""
-    spans = iter(token_spans(records, decode))
+    pass, its best rejected alternative struck through (when ``show_rejected``; classes ``bita-struck
+    bita-pass-N``). A token's span carries its id (``data-token``). Inline styles only; newlines become
+    <br>; ``lead``: HTML before the first token; ``pieces``: the tokens' texts where known (``token_spans``)."""
+    spans = iter(token_spans(records, decode, pieces))
     parts = [lead]
     for record in records:
         alternatives = record.rejected_alternatives()
@@ -136,12 +122,14 @@ def output_html(records: Sequence[StepRecord], decode: Decode, show_rejected: bo
             title = html.escape(_hover(record, span.role, verdict, alternatives, decode))
             text = html.escape(span.text).replace("\n", "<br>")
             parts.append(f'<span class="bita-tok bita-turn-{turn} bita-pass-{record.index} bita-slot-{slot}" '
-                         f'style="{token_style(span.role, source, verdict)}" title="{title}">{text}</span>')
+                         f'style="{token_style(span.role, source, verdict)}" title="{title}" data-token="{span.token}">'
+                         f'{text}</span>')
         if show_rejected and alternatives:
             best = alternatives[0]
             text = html.escape(decode([best.token]).replace("\n", "↵"))
             title = html.escape(_struck_hover(record, best, decode))
-            parts.append(f'<span style="{_REJECTED_STYLE}" title="{title}">{text}</span>')
+            parts.append(f'<span class="bita-struck bita-pass-{record.index}" style="{_REJECTED_STYLE}" '
+                         f'title="{title}">{text}</span>')
     return f'<div style="{_BOX_STYLE}">{"".join(parts)}</div>'
 
 

@@ -14,6 +14,7 @@ from ..decode.verify import shared_prefix
 from ..errors import BitaError
 from ..generate import Request, collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
+from ..saved import SavedDecoding, read_saved, saved_run
 from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
                         sampling_from)
 from .records_json import record_json
@@ -39,6 +40,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--json", action="store_true",
                           help="print one JSON object: the text, tokens and settings, and every forward pass with "
                                "what the verifier said of each token (top alternatives, runner-up, near ties)")
+    generate.add_argument("--save", type=Path, metavar="FILE",
+                          help="write the decoding (BiTA's, else our AR loop's) to FILE as JSON: every forward pass "
+                               "with its drafts, attention mask and verdicts, and each token's text (bita.show or "
+                               "--html plays it back)")
+    generate.add_argument("--html", type=Path, metavar="FILE",
+                          help="write one self-contained HTML page to FILE that plays the decoding back pass by pass "
+                               "(opens from disk, fetches nothing)")
     generate.add_argument("--force", metavar="POSITION:TOKEN",
                           help="what if: after BiTA's answer, force token id TOKEN at its token POSITION (from 0) and "
                                "continue with the same settings; prints the branch and its replay record")
@@ -47,6 +55,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     replayed.add_argument("record", type=Path, help="a replay record, as the app shows it or generate --force prints")
     add_model_arguments(replayed)
     replayed.set_defaults(run=run_replay)
+    played = commands.add_parser("playback", help="write the playback page of a saved decoding (no model needed)")
+    played.add_argument("saved", type=Path, help="a saved decoding, as generate --save writes it")
+    played.add_argument("--html", type=Path, required=True, metavar="FILE",
+                        help="the page to write: one self-contained HTML file that plays the decoding back")
+    played.set_defaults(run=run_playback)
 
 
 def run_generate(args: argparse.Namespace) -> dict:
@@ -56,20 +69,24 @@ def run_generate(args: argparse.Namespace) -> dict:
 
     if not args.prompt.strip():
         raise BitaError("the prompt is empty")
+    kept = bool(args.save or args.html)  # what a saved decoding shows is recorded only when one is asked for
+    if kept and args.mode == "hf":
+        raise BitaError("HF generate exposes no forward passes: --save and --html need --mode bita, ar or both")
     sampling = sampling_from(args)
     loaded = load_from(args)
     prompt_ids = encode_chat(loaded.tokenizer, [{"role": "user", "content": args.prompt}], args.system)
     stops = tuple(args.stop)
     request = Request(prompt_ids, args.max_new_tokens, sampling=sampling, stop_strings=stops,
-                      record_verdicts=args.json)
+                      record_attention=kept, record_verdicts=args.json or kept)
     report = {"model": loaded.name, "device": describe_device(loaded.device), "runtime": loaded.runtime.describe(),
               "prompt_tokens": len(prompt_ids)}
-    runs = {}
+    runs, adapter, adapter_name = {}, None, None
     if args.mode in ("bita", "both"):
         adapter, adapter_name = resolve_adapter(loaded, args.adapter)
         plan = plan_tree(loaded, adapter, args.tree, args.drafts, args.ngram_tokens, sampling=sampling,
                          corpus=args.corpus)
-        runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, replace(request, tree=plan)))
+        request = replace(request, tree=plan)
+        runs["bita"] = collect("bita", loaded, stream_bita(loaded, adapter, request))
         report.update(adapter=adapter_name, drafts=args.drafts, tree=plan.spec, tree_reason=plan.reason)
     if args.mode in ("ar", "both"):
         runs["ar"] = collect("ar", loaded, stream_ar(loaded, request))
@@ -89,6 +106,8 @@ def run_generate(args: argparse.Namespace) -> dict:
                       tokens=main_run.tokens, passes=[record_json(r, decode) for r in main_run.steps])
     if len(runs) == 3:
         report.update(identity(loaded, prompt_ids, runs, sampling.greedy))
+    if kept:
+        report.update(write_decoding(saved_run(main_run, loaded, request, adapter, adapter_name), args.save, args.html))
     if args.force:
         if "bita" not in runs:
             raise BitaError("--force branches BiTA's answer: use --mode bita or both")
@@ -98,6 +117,34 @@ def run_generate(args: argparse.Namespace) -> dict:
         branch = replay(loaded, record)
         report.update(branch_text=branch.text, branch_record=asdict(record))
     return report
+
+
+def write_decoding(saved: SavedDecoding, json_path: Path | None, html_path: Path | None) -> dict:
+    """``saved`` written as JSON to ``json_path`` and as its playback page to ``html_path`` (where given); the
+    report's lines naming the files; BitaError where one cannot be written."""
+    written = {}
+    if json_path:
+        written["saved"] = written_file(json_path, saved.to_json())
+    if html_path:
+        from viz.playback import playback_html
+
+        written["html"] = written_file(html_path, playback_html(saved))
+    return written
+
+
+def written_file(path: Path, text: str) -> str:
+    """``text`` written to ``path``; its name, or BitaError where it cannot be written."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise BitaError(f"cannot write {path}: {error}") from None
+    return str(path)
+
+
+def run_playback(args: argparse.Namespace) -> dict:
+    """The playback page of a saved decoding, checked as it is read; the report: its text and passes, the page."""
+    saved = read_saved(args.saved)
+    return {"text": saved.text, "forward_passes": len(saved.steps), **write_decoding(saved, None, args.html)}
 
 
 def run_replay(args: argparse.Namespace) -> dict:

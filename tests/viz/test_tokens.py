@@ -49,14 +49,15 @@ def test_html_colours_each_token_by_role_and_strikes_the_best_rejected_draft():
     records = generation()
     page = output_html(records, decode)
     tokens = re.findall(r'<span class="bita-tok bita-turn-0 bita-pass-(\d+) bita-slot-\d+" '
-                        r'style="background-color:([^;]+);[^"]*" title="([^"]*)">(.*?)</span>', page)
+                        r'style="background-color:([^;]+);[^"]*" title="([^"]*)" data-token="\d+">(.*?)</span>', page)
     assert len(tokens) == sum(len(r.emitted) for r in records)
     assert [int(p) for p, _, _, _ in tokens] == [0, 1, 1, 1, 2, 3, 3, 4, 4]  # the pass a click on the token opens
     assert [c for _, c, _, _ in tokens] == [BONUS_COLOR, depth_color(1), depth_color(2), BONUS_COLOR, BONUS_COLOR,
                                          depth_color(1), BONUS_COLOR, depth_color(1), depth_color(2)]
     assert tokens[3][2].startswith("pass 1 (tree) · bonus") and "&#x27; a&#x27; (rank 0" in tokens[3][2]
-    struck = re.findall(rf'<span style="color:{REJECTED_COLOR};text-decoration:line-through[^>]*>(.*?)</span>', page)
-    assert struck == [" a", " ok", " on"]  # best rank only, per pass with rejected drafts (pass 4 took all)
+    struck = re.findall(rf'<span class="bita-struck bita-pass-(\d+)" style="color:{REJECTED_COLOR};'
+                        r'text-decoration:line-through[^>]*>(.*?)</span>', page)
+    assert struck == [("1", " a"), ("2", " ok"), ("3", " on")]  # best rank only, per pass with rejected drafts
     assert "<style" not in page and "underline" not in page  # no n-gram drafts here
     assert 'class="bita-tok bita-turn-2 bita-pass-4 bita-slot-1"' in output_html(records, decode, turn=2)
 
