@@ -1,4 +1,4 @@
-"""``bita.show``: a decoding played back pass by pass in a notebook, the page ``generate --html`` writes.
+"""``bita.show``: a decoding (or two side by side) played back pass by pass in a notebook: ``generate --html``'s page.
 
 Jupyter shows the returned ``Playback`` inline (``_repr_html_``: the page in an iframe of its own, so several
 players in one notebook keep apart); ``save`` writes the page to a file to hand out.
@@ -37,22 +37,32 @@ class Playback:
         return path
 
 
-def show(decoding: RunResult | SavedDecoding | str | Path, loaded: LoadedModel | None = None,
-         request: Request | None = None, adapter: BitaAdapter | None = None,
-         adapter_name: str | None = None) -> Playback:
-    """The playback of ``decoding``: a saved decoding, a file holding one (checked against ``loaded`` and ``adapter``
-    where given: ``read_saved``), or a RunResult of ``collect`` with the ``loaded`` model and the ``request`` that
-    made it (BiTA's with ``adapter``, named ``adapter_name``). Its attention masks show where ``request`` recorded
-    them (``record_attention=True``), the verifier's confidence where it recorded verdicts."""
-    from viz.playback import playback_html
-
+def saved_decoding(decoding: RunResult | SavedDecoding | str | Path, loaded: LoadedModel | None,
+                   request: Request | None, adapter: BitaAdapter | None, adapter_name: str | None) -> SavedDecoding:
+    """``decoding`` as a SavedDecoding (``show`` says what it may be, and what the other arguments do)."""
     if isinstance(decoding, (str, Path)):
-        decoding = read_saved(decoding, loaded, adapter)
-    elif isinstance(decoding, RunResult):
+        return read_saved(decoding, loaded, adapter)
+    if isinstance(decoding, RunResult):
         if loaded is None or request is None:
             raise BitaError("a run shows with the model that decoded it and its request: "
-                            "bita.show(run, loaded, request, adapter)")
-        decoding = saved_run(decoding, loaded, request, adapter, adapter_name)
-    elif not isinstance(decoding, SavedDecoding):
-        raise BitaError(f"bita.show plays back a RunResult, a SavedDecoding or a saved file, not {decoding!r}")
-    return Playback(playback_html(decoding))
+                            "bita.show(run, loaded=loaded, request=request, adapter=adapter)")
+        return saved_run(decoding, loaded, request, adapter, adapter_name)
+    if not isinstance(decoding, SavedDecoding):
+        raise BitaError("bita.show plays back RunResults, SavedDecodings or saved files (the model, request and "
+                        f"adapter by name: loaded=, request=, adapter=), not {type(decoding).__name__}")
+    return decoding
+
+
+def show(decoding: RunResult | SavedDecoding | str | Path, beside: RunResult | SavedDecoding | str | Path | None = None,
+         *, loaded: LoadedModel | None = None, request: Request | None = None, adapter: BitaAdapter | None = None,
+         adapter_name: str | None = None) -> Playback:
+    """The playback of ``decoding``, and of ``beside`` it in step where given (our AR loop's run beside BiTA's, an
+    answer beside its what-if branch): each a saved decoding, a file holding one (checked against ``loaded`` and
+    ``adapter`` where given: ``read_saved``), or a RunResult of ``collect`` with the ``loaded`` model and the
+    ``request`` that made it (BiTA's with ``adapter``, named ``adapter_name``). Its attention masks show where
+    ``request`` recorded them (``record_attention=True``), the verifier's confidence where it recorded verdicts."""
+    from viz.playback import playback_html
+
+    found = [saved_decoding(one, loaded, request, adapter, adapter_name) for one in (decoding, beside)
+             if one is not None]
+    return Playback(playback_html(*found))

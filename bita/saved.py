@@ -229,15 +229,15 @@ def check_origin(saved: SavedDecoding, loaded: LoadedModel, adapter: BitaAdapter
                             f"({origin.adapter_fingerprint}), not the one loaded ({adapter_fingerprint(adapter)})")
 
 
-def read_saved(path: str | Path, loaded: LoadedModel | None = None,
-               adapter: BitaAdapter | None = None) -> SavedDecoding:
-    """The saved decoding in the file ``path``, checked (``parse_saved``), and against ``loaded`` and ``adapter``
-    where given (``check_origin``)."""
+def read_saved(path: str | Path, loaded: LoadedModel | None = None, adapter: BitaAdapter | None = None,
+               where: str | None = None) -> SavedDecoding:
+    """The saved decoding in the file ``path``, checked (``parse_saved``; ``where``: what to call the file in an
+    error, by default its path), and against ``loaded`` and ``adapter`` where given (``check_origin``)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise BitaError(f"cannot read the saved decoding: {error}") from None
-    saved = parse_saved(text, str(path))
+    saved = parse_saved(text, where or str(path))
     if loaded is not None:
         check_origin(saved, loaded, adapter)
     return saved

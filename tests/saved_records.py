@@ -1,14 +1,16 @@
-"""A real BiTA decoding of a tiny random model, every record kept (attention masks, verdicts), for the tests of saved
-decodings and their playback: no tokenizer needed (token i reads ' wI', a multiple of 7 a newline)."""
+"""A real BiTA decoding of a tiny random model, every record kept (attention masks, verdicts), and our AR loop's of the
+same request, for the tests of saved decodings and their playback: no tokenizer needed (token i reads ' wI', a multiple
+of 7 a newline)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from conftest import VOCAB, tiny_model
 
 from bita.decode.stopping import StopCondition
-from bita.generate import Request, RunResult, collect, stream_bita
+from bita.generate import Request, RunResult, collect, stream_ar, stream_bita
 from bita.model.adapter import BitaAdapter
 from bita.model.loading import LoadedModel
 from bita.runtime.runtime import runtime_of
@@ -40,3 +42,10 @@ def tiny_decoding() -> tuple[LoadedModel, BitaAdapter, Request, RunResult]:
     request = Request(PROMPT, NEW_TOKENS, "efficient:3,2,1", drafts="both", ngram_tokens=3,
                       stop=StopCondition(NEW_TOKENS), record_attention=True, record_verdicts=True)
     return loaded, adapter, request, collect("bita", loaded, stream_bita(loaded, adapter, request))
+
+
+@cache
+def tiny_ar_decoding() -> RunResult:
+    """Our AR loop's run of ``tiny_decoding``'s request on its model (a stop condition of its own): one pass a token."""
+    loaded, _, request, _ = tiny_decoding()
+    return collect("ar", loaded, stream_ar(loaded, replace(request, stop=StopCondition(NEW_TOKENS))))

@@ -1,11 +1,12 @@
 """bita.show: a run, a saved decoding or its file as the playback page, inline in a notebook (an iframe of its
-own; nbclient and ipykernel are not installed here, so ``_repr_html_`` is what is checked)."""
+own; nbclient and ipykernel are not installed here, so ``_repr_html_`` is what is checked); two of them side by side
+as the same page ``playback_html`` makes of the pair."""
 
 import html
 import re
 
 import pytest
-from saved_records import tiny_decoding, tiny_loaded
+from saved_records import tiny_ar_decoding, tiny_decoding, tiny_loaded
 
 import bita
 from bita.errors import BitaError
@@ -19,8 +20,8 @@ def test_a_run_a_saved_decoding_and_its_file_show_the_same_page(tmp_path):
     path = tmp_path / "decoding.json"
     path.write_text(saved.to_json())
     page = playback_html(saved)
-    shown = [bita.show(run, loaded, request, adapter, "random-adapter"), bita.show(saved), bita.show(path, loaded),
-             bita.show(str(path))]
+    shown = [bita.show(run, loaded=loaded, request=request, adapter=adapter, adapter_name="random-adapter"),
+             bita.show(saved), bita.show(path, loaded=loaded), bita.show(str(path))]
     assert all(playback.html == page for playback in shown)
     inline = shown[0]._repr_html_()
     srcdoc = re.fullmatch(r'<iframe srcdoc="([^"]*)" style="[^"]*" title="[^"]*"></iframe>', inline).group(1)
@@ -28,13 +29,26 @@ def test_a_run_a_saved_decoding_and_its_file_show_the_same_page(tmp_path):
     assert shown[0].save(tmp_path / "decoding.html").read_text() == page
 
 
+def test_two_runs_show_side_by_side(tmp_path):
+    loaded, adapter, request, run = tiny_decoding()
+    ar_run = tiny_ar_decoding()
+    saved, ar = saved_run(run, loaded, request, adapter, "random-adapter"), saved_run(ar_run, loaded, request)
+    path = tmp_path / "ar.json"
+    path.write_text(ar.to_json())
+    shown = bita.show(run, ar_run, loaded=loaded, request=request, adapter=adapter, adapter_name="random-adapter")
+    assert shown.html == playback_html(saved, ar) == bita.show(saved, path).html
+
+
 def test_what_cannot_be_shown_is_refused_in_one_line(tmp_path):
     loaded, adapter, request, run = tiny_decoding()
     with pytest.raises(BitaError, match="with the model that decoded it and its request"):
         bita.show(run)
-    with pytest.raises(BitaError, match="not 42"):
+    with pytest.raises(BitaError, match="not int"):
         bita.show(42)
+    saved = saved_run(run, loaded, request, adapter)
+    with pytest.raises(BitaError, match="by name: loaded=.* not LoadedModel"):
+        bita.show(saved, loaded)  # the model passed where a second decoding goes
     path = tmp_path / "decoding.json"
-    path.write_text(saved_run(run, loaded, request, adapter).to_json())
+    path.write_text(saved.to_json())
     with pytest.raises(BitaError, match="not by the loaded tiny-llama-1"):
-        bita.show(path, tiny_loaded(seed=1))
+        bita.show(path, loaded=tiny_loaded(seed=1))

@@ -1,6 +1,7 @@
-// The player of a decoding's page (viz/playback.py): Plotly and each player's frames arrive gzip-compressed and
-// base64-encoded in <script type="application/gzip+base64"> elements; this unpacks them in the browser and steps
-// each <section class="bita-player"> through its frames, one forward pass each.
+// The player of a decoding's page (viz/playback.py): Plotly, the figures' template and each decoding's frames arrive
+// gzip-compressed and base64-encoded in <script type="application/gzip+base64"> elements; this unpacks them in the
+// browser and steps the panes of the <section class="bita-player">, one decoding each, through their frames
+// together: frame i shows each pane's pass i, or its last pass once its decoding has ended.
 "use strict";
 
 async function inflated(id) {
@@ -9,32 +10,47 @@ async function inflated(id) {
   return new Response(stream).text();
 }
 
-function player(section, template, frames) {
-  const part = name => section.querySelector(".bita-" + name);
+function pane(element, template, frames) {
+  const part = name => element.querySelector(".bita-" + name);
   const spans = [...part("answer").querySelectorAll("[class*='bita-pass-']")]
     .map(span => [span, Number(span.className.match(/bita-pass-(\d+)/)[1])]);
   const options = {responsive: true, displaylogo: false};
   const last = frames.length - 1;
-  let shown = 0, timer = null;
+  let drawn = null;
 
-  function draw(element, figure) {
-    Plotly.react(element, figure.data, {...figure.layout, template}, options);
+  function draw(target, figure) {
+    Plotly.react(target, figure.data, {...figure.layout, template}, options);
   }
   function show(index) {
-    shown = Math.max(0, Math.min(last, index));
-    const frame = frames[shown];
+    const shown = Math.min(index, last), frame = frames[shown];
     for (const [span, pass] of spans) {
-      span.hidden = pass > shown;
-      span.classList.toggle("bita-new", pass === shown);
-      span.classList.toggle("bita-faded", pass < shown);
+      span.hidden = pass > index;
+      span.classList.toggle("bita-new", pass === index);
+      span.classList.toggle("bita-faded", pass < index);
     }
-    part("title").textContent = frame.title;
+    part("title").textContent = index > last ? `${frame.title}; it has ended` : frame.title;
     part("story").innerHTML = frame.story;
+    element.dataset.shown = shown;
+    if (drawn !== shown) {
+      draw(part("tree"), frame.tree);
+      draw(part("attention"), frame.attention);
+      drawn = shown;
+    }
+  }
+  return {last, show};
+}
+
+function player(section, panes) {
+  const part = name => section.querySelector(".bita-" + name);
+  const last = Math.max(...panes.map(one => one.last));
+  let shown = 0, timer = null;
+
+  function show(index) {
+    shown = Math.max(0, Math.min(last, index));
+    for (const one of panes) one.show(shown);
     part("frame").value = shown;
     part("counter").textContent = `pass ${shown} of ${last}`;
     section.dataset.shown = shown;
-    draw(part("tree"), frame.tree);
-    draw(part("attention"), frame.attention);
   }
   function pause() {
     clearInterval(timer);
@@ -65,9 +81,13 @@ function player(section, template, frames) {
   const script = document.createElement("script");
   script.textContent = await inflated("bita-plotly");
   document.head.appendChild(script);
+  const template = JSON.parse(await inflated("bita-template"));
   for (const section of document.querySelectorAll(".bita-player")) {
-    const {template, frames} = JSON.parse(await inflated(section.dataset.frames));
-    player(section, template, frames);
+    const panes = [];
+    for (const element of section.querySelectorAll(".bita-pane")) {
+      panes.push(pane(element, template, JSON.parse(await inflated(element.dataset.frames))));
+    }
+    player(section, panes);
   }
   document.querySelector(".bita-loading").remove();
   document.body.dataset.ready = "true";

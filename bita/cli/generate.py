@@ -14,7 +14,7 @@ from ..decode.verify import shared_prefix
 from ..errors import BitaError
 from ..generate import Request, collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
-from ..saved import SavedDecoding, read_saved, saved_run
+from ..saved import METHODS, SavedDecoding, read_saved, saved_run
 from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
                         sampling_from)
 from .records_json import record_json
@@ -46,7 +46,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                                "--html plays it back)")
     generate.add_argument("--html", type=Path, metavar="FILE",
                           help="write one self-contained HTML page to FILE that plays the decoding back pass by pass "
-                               "(opens from disk, fetches nothing)")
+                               "(opens from disk, fetches nothing); with --mode both, BiTA's beside our AR loop's, "
+                               "in step")
     generate.add_argument("--force", metavar="POSITION:TOKEN",
                           help="what if: after BiTA's answer, force token id TOKEN at its token POSITION (from 0) and "
                                "continue with the same settings; prints the branch and its replay record")
@@ -55,10 +56,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     replayed.add_argument("record", type=Path, help="a replay record, as the app shows it or generate --force prints")
     add_model_arguments(replayed)
     replayed.set_defaults(run=run_replay)
-    played = commands.add_parser("playback", help="write the playback page of a saved decoding (no model needed)")
+    played = commands.add_parser("playback", help="write the playback page of a saved decoding, or of two side by "
+                                                  "side (no model needed)")
     played.add_argument("saved", type=Path, help="a saved decoding, as generate --save writes it")
+    played.add_argument("beside", type=Path, nargs="?",
+                        help="another saved decoding, played beside the first in step, pass for pass")
     played.add_argument("--html", type=Path, required=True, metavar="FILE",
-                        help="the page to write: one self-contained HTML file that plays the decoding back")
+                        help="the page to write: one self-contained HTML file that plays the decoding(s) back")
     played.set_defaults(run=run_playback)
 
 
@@ -106,8 +110,10 @@ def run_generate(args: argparse.Namespace) -> dict:
                       tokens=main_run.tokens, passes=[record_json(r, decode) for r in main_run.steps])
     if len(runs) == 3:
         report.update(identity(loaded, prompt_ids, runs, sampling.greedy))
-    if kept:
-        report.update(write_decoding(saved_run(main_run, loaded, request, adapter, adapter_name), args.save, args.html))
+    if kept:  # BiTA's, and our AR loop's beside it on the page
+        saved = [saved_run(runs[method], loaded, request, adapter, adapter_name) for method in METHODS
+                 if method in runs]
+        report.update(write_decoding(saved[0], args.save, args.html, *saved[1:]))
     if args.force:
         if "bita" not in runs:
             raise BitaError("--force branches BiTA's answer: use --mode bita or both")
@@ -119,16 +125,17 @@ def run_generate(args: argparse.Namespace) -> dict:
     return report
 
 
-def write_decoding(saved: SavedDecoding, json_path: Path | None, html_path: Path | None) -> dict:
-    """``saved`` written as JSON to ``json_path`` and as its playback page to ``html_path`` (where given); the
-    report's lines naming the files; BitaError where one cannot be written."""
+def write_decoding(saved: SavedDecoding, json_path: Path | None, html_path: Path | None,
+                   beside: SavedDecoding | None = None) -> dict:
+    """``saved`` written as JSON to ``json_path`` and as its playback page to ``html_path``, with ``beside`` played
+    beside it there (each where given); the report's lines naming the files; BitaError where one cannot be written."""
     written = {}
     if json_path:
         written["saved"] = written_file(json_path, saved.to_json())
     if html_path:
         from viz.playback import playback_html
 
-        written["html"] = written_file(html_path, playback_html(saved))
+        written["html"] = written_file(html_path, playback_html(saved, beside))
     return written
 
 
@@ -142,9 +149,12 @@ def written_file(path: Path, text: str) -> str:
 
 
 def run_playback(args: argparse.Namespace) -> dict:
-    """The playback page of a saved decoding, checked as it is read; the report: its text and passes, the page."""
+    """The playback page of a saved decoding (and of another beside it), each checked as it is read; the report:
+    the first one's text, each one's passes, the page."""
     saved = read_saved(args.saved)
-    return {"text": saved.text, "forward_passes": len(saved.steps), **write_decoding(saved, None, args.html)}
+    beside = read_saved(args.beside) if args.beside else None
+    passes = {"forward_passes": len(saved.steps)} | ({"beside_forward_passes": len(beside.steps)} if beside else {})
+    return {"text": saved.text, **passes, **write_decoding(saved, None, args.html, beside)}
 
 
 def run_replay(args: argparse.Namespace) -> dict:

@@ -14,6 +14,7 @@ from ..model.shipped import UNTRAINED, adapters_for, default_adapter_name, resol
 from ..plan.autotree import CostTable, cost_table
 from ..plan.tree_plan import TreePlan, plan_tree
 from ..runtime.device import describe_device
+from ..saved import adapter_fingerprint
 from .model_thread import ModelThread
 from .model_work import ModelWork
 
@@ -71,6 +72,10 @@ class Engine:
         """The items of ``function(self.loaded, *args, **kwargs)``, made where model work runs: a request's
         decoding."""
         return self.work.stream(function, self.loaded, *args, **kwargs)
+
+    def offered_fingerprints(self) -> dict[str, str]:
+        """The adapters the page offers by their weights' fingerprint (``adapter_fingerprint``): {fingerprint: name}."""
+        return self.work.call(lambda: {adapter_fingerprint(self._adapter(name)): name for name in self.adapter_names})
 
     def _adapter(self, name: str) -> BitaAdapter:
         if name not in self._adapters:

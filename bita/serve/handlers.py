@@ -136,11 +136,14 @@ class ModelHandlers:
 
     def chat(self, message, conversation: Conversation, *settings):
         """The answer to ``message``, streamed: (chat as shown, plain answer, status line, conversation,
-        message box, inspected answer, 6 pass views, 4 answer figures); the last 11 only at the end."""
+        message box, inspected answer, 6 pass views, 4 answer figures); the last 11 only at the end. After a saved
+        decoding was opened, the answer starts a new chat."""
         message = (message or "").strip()
         if not message:
             raise gr.Error("Type a message first.")
         request, engine = self.settings_of(*settings, drafting=True), self.engine
+        if conversation.opened:  # a saved decoding on view is not a chat to continue
+            conversation = Conversation()
         messages = conversation.messages + [{"role": "user", "content": message}]
         turn = Turn(encode_chat(engine.loaded.tokenizer, messages), settings=request)
         asked = Request(turn.prompt_ids, request.max_new_tokens, request.plan, sampling=request.sampling,

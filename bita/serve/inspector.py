@@ -39,9 +39,8 @@ class Inspector:
         last = len(turn.records) - 1
         index = max(0, min(int(index), last))
         record = turn.records[index]
-        name = "the what-if branch" if key == BRANCH else f"answer {int(key) % len(conversation.turns) + 1}"
         slider = gr.Slider(minimum=0, maximum=max(1, last), value=index, step=1, interactive=last > 0,
-                           label=f"forward pass of {name}")
+                           label=f"forward pass of {conversation.label(key)}")
         tree = draft_tree_figure(record, self.engine.decode)
         decode = self.engine.decode
         warp, race = warp_views(record, slot, decode)

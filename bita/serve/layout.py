@@ -28,8 +28,9 @@ RACE_PROMPT = "Write a Python function that checks whether a word is a palindrom
 
 @dataclass(frozen=True)
 class ChatTab:
-    """The chat: the conversation, the message box and its buttons, the status line, and two hidden
-    boxes: the last answer as plain text (for Copy answer) and the token clicked (from app.js)."""
+    """The chat: the conversation, the message box and its buttons, the status line, a download of the inspected
+    answer and an upload of a saved decoding, the downloaded files, and two hidden boxes: the last answer as plain
+    text (for Copy answer) and the token clicked (from app.js)."""
 
     chatbot: gr.Chatbot
     copy_answer: gr.Button
@@ -38,6 +39,9 @@ class ChatTab:
     stop: gr.Button
     clear: gr.Button
     status: gr.Markdown
+    download: gr.Button
+    open_saved: gr.UploadButton
+    downloaded: gr.File
     answer: gr.Textbox
     picked: gr.Textbox
 
@@ -163,9 +167,17 @@ def chat_tab() -> ChatTab:
         stop = gr.Button("Stop", min_width=80)
         clear = gr.Button("Clear", min_width=80)
     status = gr.Markdown()
+    with gr.Row():
+        download = gr.Button("Download this decoding", size="sm", min_width=80, elem_id="download")
+        open_saved = gr.UploadButton("Open a saved decoding", file_types=[".json"], size="sm", min_width=80,
+                                     elem_id="open-saved")
+    downloaded = gr.File(label="the inspected answer: its playback page (HTML, opens from disk) and its saved "
+                               "decoding (JSON, opens here)", file_count="multiple", interactive=False, visible=False,
+                         elem_id="downloaded")
     answer = gr.Textbox(visible="hidden", elem_id="answer")
     picked = gr.Textbox(visible="hidden", elem_id="picked")
-    return ChatTab(chatbot, copy_answer, message, send, stop, clear, status, answer, picked)
+    return ChatTab(chatbot, copy_answer, message, send, stop, clear, status, download, open_saved, downloaded,
+                   answer, picked)
 
 
 def inspector_panel() -> InspectorPanel:

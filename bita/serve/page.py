@@ -2,7 +2,8 @@
 
 Model work (the chat and the race) goes through one queue whose concurrency and length are bounded
 (a queued visitor sees their place in it, and one who leaves gives it up); the inspector's events
-only draw. The page's script and style are ``bita/assets/app.js`` (a click on a chat token writes
+only draw, and an answer downloaded or a saved decoding opened (decoding_files.py) runs no model either.
+The page's script and style are ``bita/assets/app.js`` (a click on a chat token writes
 "turn:pass:slot:time" into the hidden #picked box, which opens that pass in the inspector) and
 ``assets/app.css``, passed to ``launch``.
 """
@@ -13,6 +14,7 @@ import gradio as gr
 
 from ..drafts.sources import DEFAULT_DRAFTS
 from ..package_data import ASSETS
+from .decoding_files import DecodingFiles
 from .engine import Engine
 from .handlers import ModelHandlers
 from .inspector import Inspector, toggled
@@ -35,6 +37,7 @@ def build_app(engine: Engine, limits: Limits = LOCAL, concurrency: int = 1, tree
         page = layout(engine, tree, drafts, limits.max_new_tokens)
         wire_model_work(page, ModelHandlers(engine, inspector), concurrency)
         wire_inspector(page, inspector)
+        wire_decoding_files(page, DecodingFiles(engine, inspector))
     app.queue(max_size=limits.queue_size)
     return app
 
@@ -75,3 +78,18 @@ def wire_inspector(page: Page, inspector: Inspector) -> None:
                             [page.inspected, *panel.views, panel.force_choice], **PRIVATE)
     panel.play.click(toggled, page.playing, [panel.timer, panel.play, page.playing], **PRIVATE)
     panel.timer.tick(inspector.played, where, [*panel.views, panel.timer, panel.play, page.playing], **PRIVATE)
+
+
+def wire_decoding_files(page: Page, files: DecodingFiles) -> None:
+    """Download this decoding (API ``/download``: the inspected answer's page and saved decoding, then shown until
+    the chat changes) and Open a saved decoding (API ``/open``: it shows in the chat and the inspector, as a
+    conversation of its own)."""
+    chat, inspector = page.chat, page.inspector
+    downloaded = chat.download.click(files.download, [page.conversation, page.inspected], chat.downloaded,
+                                     api_name="download")
+    downloaded.success(lambda: gr.File(visible=True), None, chat.downloaded, **PRIVATE)
+    gr.on([chat.message.submit, chat.send.click, chat.clear.click, chat.open_saved.upload],
+          lambda: gr.File(value=None, visible=False), None, chat.downloaded, **PRIVATE)  # files of an answer gone
+    opened = [chat.chatbot, chat.answer, chat.status, page.conversation, page.inspected, inspector.branch_view,
+              inspector.replay, *inspector.views, *inspector.answer_views]
+    chat.open_saved.upload(files.opened, chat.open_saved, opened, api_name="open")

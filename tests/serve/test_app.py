@@ -1,5 +1,6 @@
-"""The app, launched for real on the default model: its API through gradio_client, and its
-page in headless Chromium (Debian's package, driven by Playwright) with a screenshot saved."""
+"""The app, launched for real on the default model: its API through gradio_client (the chat, the race, an answer
+downloaded and a saved decoding opened), and its page in headless Chromium (Debian's package, driven by Playwright)
+with a screenshot saved."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from saved_records import tiny_decoding
 
 from bita.bench.baselines import run_hf
+from bita.generate import Request, collect, stream_bita
+from bita.model.adapter import BitaAdapter
 from bita.model.loading import encode_chat
+from bita.saved import read_saved, saved_run
 from bita.serve.app_process import running_app
+from bita.serve.handlers import best_pass
 from bita.serve.load import load_test
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +180,70 @@ def test_sampled_answers_are_reproducible_from_their_seed(app_url):
     race = settings[:2] + ("efficient:3/chain-groups",) + settings[3:]
     ar_text, _, stats, *_ = Client(app_url, verbose=False).predict(*race, api_name="/race")
     assert ar_text == first[1] and "both lanes drew the same text" in stats
+
+
+def test_an_answer_downloads_as_its_page_and_file_and_opens_again_coloured_alike(app_url, default_model):
+    """Download this decoding gives the inspected answer's playback page and its saved decoding, which reads back
+    against the model as that answer; Open a saved decoding shows the file in another session's chat with the same
+    tokens in the same colours, and in its inspector; a message sent after it starts a new chat."""
+    from gradio_client import Client, handle_file
+
+    client = Client(app_url, verbose=False)
+    chat, answer, *_ = client.predict("Name three colours.", ADAPTER, "efficient:3/chain-groups", 16, api_name="/chat")
+    page_path, saved_path = client.predict(api_name="/download")
+    saved = read_saved(saved_path, default_model)  # made by these weights: no complaint
+    assert saved.text == answer and saved.method == "bita" and saved.origin.adapter == ADAPTER
+    assert all(step.attention is not None and step.verdicts for step in saved.steps)
+    page = Path(page_path).read_text()
+    assert page.count('class="bita-tok ') == len(saved.tokens) and page.count('id="bita-plotly"') == 1
+
+    viewer = Client(app_url, verbose=False)
+    shown, opened_answer, status, _, _, _, _, story, *_ = viewer.predict(
+        handle_file(saved_path), api_name="/open")  # (chat, answer, status, branch, replay, slider, tree, story, ...)
+    assert shown[-1]["content"][0]["text"] == chat[-1]["content"][0]["text"]  # the same tokens, the same colours
+    assert opened_answer == answer and status.startswith(f"Opened {Path(saved_path).name}: BiTA on")
+    assert story.startswith(f"**Pass {best_pass(saved.steps)}**")  # the inspector opens its pass that accepted most
+    follow_up = viewer.predict("Name a fruit.", ADAPTER, "auto", 4, api_name="/chat")[0]
+    assert [m["content"][0]["text"] for m in follow_up][0] == "Name a fruit." and len(follow_up) == 2  # a new chat
+
+
+def saved_file(folder: Path, name: str, text: str):
+    """``text`` written to ``folder``/``name``, ready to upload."""
+    from gradio_client import handle_file
+
+    path = folder / name
+    path.write_text(text)
+    return handle_file(str(path))
+
+
+def test_a_saved_decoding_not_of_this_model_and_adapter_or_cut_short_is_refused_in_one_line(app_url, default_model,
+                                                                                            tmp_path):
+    """Open a saved decoding refuses a tiny model's decoding, one drafted by an adapter the app does not offer, a
+    file cut short and one whose tokens were edited, each in one line; a download before any answer says to send a
+    message first."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(app_url, verbose=False)
+    with pytest.raises(AppError, match="Send a message first"):
+        client.predict(api_name="/download")
+    loaded, adapter, request, run = tiny_decoding()
+    tiny = saved_run(run, loaded, request, adapter, "random-adapter").to_json()
+    ids = encode_chat(default_model.tokenizer, [{"role": "user", "content": "Name a fruit."}])
+    elsewhere = BitaAdapter.create(default_model.model, prompt_tokens=4, mask_tokens=3, seed=5)
+    asked = Request(ids, 8, "efficient:2,1", record_attention=True, record_verdicts=True)
+    foreign = saved_run(collect("bita", default_model, stream_bita(default_model, elsewhere, asked)), default_model,
+                        asked, elsewhere, "elsewhere-bita").to_json()
+    edited = json.loads(foreign)
+    edited["tokens"] = edited["tokens"][:-1]
+    refusals = [("tiny.json", tiny, "made by tiny-llama-0 .* not by the loaded SmolLM2"),
+                ("foreign.json", foreign, r"made with an adapter this app does not offer \(elsewhere-bita, weights"),
+                ("cut.json", foreign[: len(foreign) // 2], "cut.json is not JSON"),
+                ("edited.json", json.dumps(edited), r"edited.json is not a usable saved decoding: its \d+ tokens")]
+    for name, text, message in refusals:
+        with pytest.raises(AppError, match=message) as refused:
+            client.predict(saved_file(tmp_path, name, text), api_name="/open")
+        assert "\n" not in str(refused.value)
 
 
 def test_bad_input_is_refused_with_a_clear_message(app_url):
