@@ -30,7 +30,7 @@ from bita.cli.deploy import space_model
 from bita.drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from bita.errors import BitaError
 from bita.generate import MAX_NEW_TOKENS_LIMIT
-from bita.serve.cpu_quota import container_cpus
+from bita.runtime.cpu_quota import container_cpus
 from bita.serve.engine import Engine
 from bita.serve.model_work import model_work_for
 from bita.serve.page import PAGE_CSS, PAGE_JS, build_app

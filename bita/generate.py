@@ -19,6 +19,7 @@ from .model.loading import LoadedModel
 from .plan.observed_costs import observed
 from .plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE, TreePlan, plan_tree
 from .runtime.device import timed
+from .runtime.threads import load_aware
 
 MAX_NEW_TOKENS_LIMIT = 8192
 
@@ -126,7 +127,8 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> 
     validate_request(loaded, request.prompt_ids, request.max_new_tokens, extra_rows=plan.extra_rows)
     decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, plan.chains,
                         record_attention=request.record_attention, record_verdicts=request.record_verdicts)
-    return observed(loaded, adapter, sampling, bita_steps(decoding, request.prompt_ids, stop_of(loaded, request)))
+    steps = bita_steps(decoding, request.prompt_ids, stop_of(loaded, request))
+    return observed(loaded, adapter, sampling, on_free_cores(loaded, steps))
 
 
 def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:
@@ -134,7 +136,15 @@ def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:
     ``drafts``, ``ngram_tokens``, ``corpus``) nor ``record_attention``."""
     sampling = check_sampling(request.sampling)
     validate_request(loaded, request.prompt_ids, request.max_new_tokens)
-    return ar_steps(loaded.runtime, request.prompt_ids, stop_of(loaded, request), sampling, request.record_verdicts)
+    return on_free_cores(loaded, ar_steps(loaded.runtime, request.prompt_ids, stop_of(loaded, request), sampling,
+                                          request.record_verdicts))
+
+
+def on_free_cores(loaded: LoadedModel, steps: Iterator[StepRecord]) -> Iterator[StepRecord]:
+    """``steps`` run on one thread fewer for each core another process keeps busy (runtime/threads.py: where the
+    passes are native, whose rows are the same bits on any thread count), the thread count put back after."""
+    with load_aware(loaded.runtime.native_passes):
+        yield from steps
 
 
 def stop_of(loaded: LoadedModel, request: Request) -> StopCondition:

@@ -55,19 +55,18 @@ def stale_reason(table: CostTable, observed: dict[int, list[float]], choose: Cal
     """Why ``table`` should be measured again, or None: at some row count the last RUNS_TO_ACT run medians of
     ``observed`` ({rows: [run medians, oldest first]}) all lie outside its spread, and ``choose`` (a table -> the
     spec it chooses) picks otherwise on the table as observed: each point scaled by the ratio of observed to stored
-    seconds, interpolated by rows between the observed row counts (1 at those inside the spread). A pass that is
-    only slower or faster as a whole (a shorter context than the table's, a busier machine) scales every point
-    alike and changes no choice."""
+    seconds (the median of the last RUNS_TO_ACT runs), interpolated by rows between the observed row counts. A pass
+    that is only slower or faster as a whole (a shorter context than the table's, a busier machine) scales every
+    point alike and changes no choice."""
     ratios, outside = {}, {}
     for rows, runs in observed.items():
         recent = runs[-RUNS_TO_ACT:]
         if len(recent) < RUNS_TO_ACT:
             continue
         low, high = spread_at(table, rows)
-        ratios[rows] = 1.0
+        ratios[rows] = statistics.median(recent) / table.seconds(rows)
         if all(not low <= seconds <= high for seconds in recent):
             outside[rows] = statistics.median(recent)
-            ratios[rows] = outside[rows] / table.seconds(rows)
     if not outside:
         return None
     xs = sorted(ratios)

@@ -22,6 +22,7 @@ from torch import nn
 from .kernel_plan import KernelPlan
 from .kernels import apply_kernels
 from .lean_llama import LeanLlama, lean_unsupported
+from .measured import PROFILE_FILE
 from .padded import (
     FASTEST,
     FIXED_TILES,
@@ -31,9 +32,9 @@ from .padded import (
     compare_with_transformers,
     one_shape,
 )
-from .measured import PROFILE_FILE
 from .precision import checked_invariance, checked_pass_milliseconds, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
+from .threads import others_busy
 from .transformers_forward import TransformersForward
 
 # On a GPU, how far a CUDA-graph forward's rows may be from transformers' before it runs (padded.Agreement): in fp32
@@ -135,4 +136,5 @@ def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reaso
     else:
         runtime = prepared(model)
     invariance = checked_invariance(runtime, profile) if runtime.forward.exact_rows else None
+    others_busy(False)  # a first reading of the machine's load: the first request's threads count from here
     return register(replace(runtime, dtype_reason=dtype_reason, invariance=invariance))

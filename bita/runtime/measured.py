@@ -27,9 +27,11 @@ from typing import TypeVar
 from filelock import FileLock
 
 from ..package_data import cache_root
+from .threads import others_now
 
 Value = TypeVar("Value")
 MIN_GAIN = 0.05  # a measured alternative replaces the default (stock kernels, float32) only when this much faster
+BUSY_CORES = 0.5  # other processes using this many cores' worth: a stale entry is kept rather than measured now
 PROFILE_FILE = "machine-profile.json"
 PROFILE_FORMAT = 1
 logger = logging.getLogger(__name__)
@@ -85,8 +87,12 @@ def _usable(path: Path | None, key: str, what: str, parse: Callable[[dict], Valu
             logger.info("no %s for this machine in the profile %s: measuring it once", what, path)
         return False, None
     if entry.get("stale"):
-        logger.warning("the profile's %s entry is stale (%s): measuring it again", what, entry["stale"])
-        return False, None
+        busy = others_now()
+        if busy < BUSY_CORES:
+            logger.warning("the profile's %s entry is stale (%s): measuring it again", what, entry["stale"])
+            return False, None
+        logger.warning("the profile's %s entry is stale (%s), but other processes keep %.1f cores busy: kept until "
+                       "a quieter load", what, entry["stale"], busy)
     try:
         return True, parse(entry["value"])
     except (KeyError, TypeError, ValueError, AttributeError) as error:

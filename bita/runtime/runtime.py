@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .device import machine_key, output_logits
-from .kernel_plan import KernelPlan
+from .kernel_plan import NATIVE_PATHS, KernelPlan
 from .kernels import stock_kernels
 from .token_rows import TokenRows, rows_of
 from .transformers_forward import Prompts, TransformersForward
@@ -139,6 +139,13 @@ class Runtime:
         if self.quantized:
             return False
         return (self.invariance is not None and self.invariance.holds) or self.dtype == torch.float32
+
+    @property
+    def native_passes(self) -> bool:
+        """Whether every product and the head of a pass run on the native kernels in the lean forward on a CPU (a
+        row's bits then do not depend on the thread count: threads.py)."""
+        return (self.device.type == "cpu" and self.forward.kind.startswith("lean") and self.plan is not None
+                and self.plan.layers in NATIVE_PATHS and self.plan.head in NATIVE_PATHS)
 
     @property
     def key(self) -> str:

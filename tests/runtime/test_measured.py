@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import time
 
+from bita.runtime import measured
 from bita.runtime.measured import PROFILE_FORMAT, forget, read_entries, update_entry
 from bita.runtime.measured import measured as cached
 
@@ -64,13 +65,18 @@ def test_an_unreadable_entry_is_measured_again_with_one_line(tmp_path, caplog):
     assert cached(path, "key", "thing", measure, parse=lambda value: value["value"] * 10) == 10
 
 
-def test_a_stale_entry_is_measured_again_once_saying_why_and_observations_change_nothing_else(tmp_path, caplog):
+def test_a_stale_entry_is_measured_again_once_saying_why_and_observations_change_nothing_else(tmp_path, caplog,
+                                                                                            monkeypatch):
     path, measure = tmp_path / "profile.json", Measure()
+    monkeypatch.setattr(measured, "others_now", lambda: 1.0)  # another process keeps a core busy
     cached(path, "key", "thing", measure)
     assert update_entry(path, "key", lambda entry: entry.setdefault("observed", {}).update({"1": [0.5]}))
     assert cached(path, "key", "thing", measure) == {"value": 1}  # observations alone: still read
     assert not update_entry(path, "absent", lambda entry: None)  # nothing measured: nothing to observe
     update_entry(path, "key", lambda entry: entry.update(stale="slower passes would choose another tree"))
+    assert cached(path, "key", "thing", measure) == {"value": 1}  # kept while the machine is busy: not measured now
+    assert "but other processes keep 1.0 cores busy: kept" in caplog.text
+    monkeypatch.setattr(measured, "others_now", lambda: 0.0)  # quiet again
     assert cached(path, "key", "thing", measure) == {"value": 2}
     assert "entry is stale (slower passes would choose another tree): measuring it again" in caplog.text
     assert cached(path, "key", "thing", measure) == {"value": 2} and measure.calls == 2

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from bita.serve.cpu_quota import container_cpus, cpus_from_quota, read_quota
+from bita.runtime.cpu_quota import container_cpus, cpus_from_quota, read_quota
 
 
 @pytest.mark.parametrize("quota,period,available,cpus", [
