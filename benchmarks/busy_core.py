@@ -20,7 +20,8 @@ import sys
 from bita.runtime.device import describe_cpu
 
 POLICIES = {"default": {}, "GOMP_SPINCOUNT=10000": {"GOMP_SPINCOUNT": "10000"},
-            "GOMP_SPINCOUNT=1000": {"GOMP_SPINCOUNT": "1000"}, "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"}}
+            "GOMP_SPINCOUNT=1000": {"GOMP_SPINCOUNT": "1000"}, "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+            "1 thread": {"OMP_NUM_THREADS": "1"}}
 
 
 def pass_ms(policy: dict, dtype: str, tree: str) -> tuple[float, float]:

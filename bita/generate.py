@@ -127,8 +127,9 @@ def stream_bita(loaded: LoadedModel, adapter: BitaAdapter, request: Request) -> 
     validate_request(loaded, request.prompt_ids, request.max_new_tokens, extra_rows=plan.extra_rows)
     decoding = Decoding(loaded.runtime, adapter, plan.tree, sampling, plan.chains,
                         record_attention=request.record_attention, record_verdicts=request.record_verdicts)
-    steps = bita_steps(decoding, request.prompt_ids, stop_of(loaded, request))
-    return observed(loaded, adapter, sampling, on_free_cores(loaded, steps))
+    steps = on_free_cores(loaded, bita_steps(decoding, request.prompt_ids, stop_of(loaded, request)))
+    recording = request.record_attention or request.record_verdicts  # host work the pass-cost table does not price
+    return steps if recording else observed(loaded, adapter, sampling, steps)
 
 
 def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:

@@ -6,9 +6,10 @@ sources; the model's shapes; the dtype; never a timing, never prose). ``measured
 measures it once, stores it with when it was measured and how long that took, and says so in one line (logging):
 no entry yet, a file it cannot read (corrupt, or of another format), an entry it cannot parse, or an entry marked
 stale. A read never times anything: nothing checks an entry by re-timing it. An entry goes stale only from the
-work itself (``observe``: passes a decoding really ran, kept as running medians beside the entry), where they fall
-outside the stored spread on several runs and would change a choice (plan/observed_costs.py); the next load
-measures it again, and ``bita measure --refresh`` re-measures on purpose.
+work itself (passes a decoding really ran, kept as running medians beside the entry), where they fall outside the
+stored spread on several runs and would change a choice (plan/observed_costs.py); the next process to load it
+measures it again (one that has used it keeps it: a request is never held up by measuring), unless other processes
+keep the machine busy then, and ``bita measure --refresh`` re-measures on purpose.
 
 The file is written whole and renamed, under a lock file: two processes measuring at once measure once (the
 second waits for the first's entry and reads it), and a reader never sees a half-written file.
@@ -36,6 +37,7 @@ PROFILE_FILE = "machine-profile.json"
 PROFILE_FORMAT = 1
 logger = logging.getLogger(__name__)
 _said: set[str] = set()  # problems with a profile file, said once a process
+_used: set[tuple[str, str]] = set()  # (file, key) of the entries this process has used: a stale mark waits for the next
 _locks: dict[str, FileLock] = {}  # one lock object a file: re-entrant, so a measurement may measure another inside
 
 
@@ -86,7 +88,7 @@ def _usable(path: Path | None, key: str, what: str, parse: Callable[[dict], Valu
         if path is not None and not problem:
             logger.info("no %s for this machine in the profile %s: measuring it once", what, path)
         return False, None
-    if entry.get("stale"):
+    if entry.get("stale") and (str(path), key) not in _used:  # marked in this process: measured at the next load
         busy = others_now()
         if busy < BUSY_CORES:
             logger.warning("the profile's %s entry is stale (%s): measuring it again", what, entry["stale"])
@@ -107,6 +109,7 @@ def measured(path: Path | None, key: str, what: str, measure: Callable[[], dict]
     (module docstring). ``what`` names the measurement in the line that says it is measured. ``path`` None:
     measured every time, kept nowhere."""
     found, value = _usable(path, key, what, parse)
+    _used.add((str(path), key))
     if found:
         return value
     if path is None:

@@ -104,6 +104,9 @@ def test_observed_runs_mark_the_profiles_table_stale_and_the_next_load_measures_
              for _ in range(RUNS_TO_ACT)]  # rows grown costly: a majority of the last runs marks it stale
     assert found[0] is None and f"would choose {SMALL} over {LARGE}" in found[-1]
     cost_table(loaded, adapter)
+    assert len(measured_times) == 1  # this process keeps the table it used: no request waits for a measurement
+    monkeypatch.setattr(measured, "_used", set())  # the next process to load it
+    cost_table(loaded, adapter)
     assert len(measured_times) == 2 and "entry is stale" in caplog.text
     cost_table(loaded, adapter)
     assert len(measured_times) == 2  # measured again once, then read

@@ -74,9 +74,12 @@ def test_a_stale_entry_is_measured_again_once_saying_why_and_observations_change
     assert cached(path, "key", "thing", measure) == {"value": 1}  # observations alone: still read
     assert not update_entry(path, "absent", lambda entry: None)  # nothing measured: nothing to observe
     update_entry(path, "key", lambda entry: entry.update(stale="slower passes would choose another tree"))
+    assert cached(path, "key", "thing", measure) == {"value": 1}  # used by this process: kept until the next load
+    monkeypatch.setattr(measured, "_used", set())  # the next process
     assert cached(path, "key", "thing", measure) == {"value": 1}  # kept while the machine is busy: not measured now
     assert "but other processes keep 1.0 cores busy: kept" in caplog.text
     monkeypatch.setattr(measured, "others_now", lambda: 0.0)  # quiet again
+    monkeypatch.setattr(measured, "_used", set())
     assert cached(path, "key", "thing", measure) == {"value": 2}
     assert "entry is stale (slower passes would choose another tree): measuring it again" in caplog.text
     assert cached(path, "key", "thing", measure) == {"value": 2} and measure.calls == 2
