@@ -5,7 +5,9 @@ A pass of the lean forward runs a few hundred OpenMP parallel regions (each laye
 default libgomp's threads spin (about 300,000 rounds) at the end of each region before they sleep: on a quiet
 machine that saves a wake-up a region; where another process holds one of the two cores, a thread spins on a peer
 that is not running. Each policy runs in its own process (libgomp reads them when torch loads it), in rounds that
-alternate the policies, quiet and busy, so a machine whose speed drifts skews all alike.
+alternate the policies, quiet and busy, so a machine whose speed drifts skews all alike. The passes of a request
+run on one thread fewer for each busy core (bita/runtime/threads.py): the "1 thread" row, here set for a whole
+process (its first run measures a profile of its own, keyed by the thread count).
 
     PYTHONPATH=. .venv/bin/python benchmarks/busy_core.py [--rounds 3] [--dtype auto] [--tree efficient:2]
 """
@@ -20,8 +22,8 @@ import sys
 from bita.runtime.device import describe_cpu
 
 POLICIES = {"default": {}, "GOMP_SPINCOUNT=10000": {"GOMP_SPINCOUNT": "10000"},
-            "GOMP_SPINCOUNT=1000": {"GOMP_SPINCOUNT": "1000"}, "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
-            "1 thread": {"OMP_NUM_THREADS": "1"}}
+            "GOMP_SPINCOUNT=1000": {"GOMP_SPINCOUNT": "1000"},
+            "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"}, "1 thread": {"OMP_NUM_THREADS": "1"}}
 
 
 def pass_ms(policy: dict, dtype: str, tree: str) -> tuple[float, float]:

@@ -1,9 +1,10 @@
 """bita.show: a run, a saved decoding or its file as the playback page, inline in a notebook (an iframe of its
-own; nbclient and ipykernel are not installed here, so ``_repr_html_`` is what is checked); two of them side by side
-as the same page ``playback_html`` makes of the pair."""
+own: ``_repr_html_``, and a real notebook run on a real kernel by nbclient shows it); two of them side by side as
+the same page ``playback_html`` makes of the pair."""
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 from saved_records import tiny_ar_decoding, tiny_decoding, tiny_loaded
@@ -52,3 +53,17 @@ def test_what_cannot_be_shown_is_refused_in_one_line(tmp_path):
     path.write_text(saved.to_json())
     with pytest.raises(BitaError, match="not by the loaded tiny-llama-1"):
         bita.show(path, loaded=tiny_loaded(seed=1))
+
+
+def test_a_notebook_run_on_a_kernel_shows_the_page_inline(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    loaded, adapter, request, run = tiny_decoding()
+    path = tmp_path / "decoding.json"
+    path.write_text(saved_run(run, loaded, request, adapter, "random-adapter").to_json())
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"import bita\nbita.show({str(path)!r})")])
+    repo = Path(__file__).resolve().parents[1]
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(repo)}}).execute()
+    shown = [output["data"]["text/html"] for output in notebook.cells[0].outputs if "text/html" in output.get("data", {})]
+    assert shown == [bita.show(path)._repr_html_()]
