@@ -65,5 +65,6 @@ def test_a_notebook_run_on_a_kernel_shows_the_page_inline(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(repo)}}).execute()
-    shown = [output["data"]["text/html"] for output in notebook.cells[0].outputs if "text/html" in output.get("data", {})]
+    outputs = notebook.cells[0].outputs
+    shown = [output["data"]["text/html"] for output in outputs if "text/html" in output.get("data", {})]
     assert shown == [bita.show(path)._repr_html_()]
