@@ -23,14 +23,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
-import torch
-
 from bita.cli import add_model_arguments, load_from
 from bita.cli.deploy import space_model
 from bita.drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from bita.errors import BitaError
 from bita.generate import MAX_NEW_TOKENS_LIMIT
 from bita.runtime.cpu_quota import container_cpus
+from bita.runtime.threads import set_configured
 from bita.serve.engine import Engine
 from bita.serve.model_work import model_work_for
 from bita.serve.page import PAGE_CSS, PAGE_JS, build_app
@@ -78,7 +77,7 @@ def main() -> None:
             ensure_model_package(os.environ)
     except BitaError as error:
         sys.exit(f"error: {error}")
-    torch.set_num_threads(args.threads)
+    set_configured(args.threads)
     try:
         engine = Engine(partial(load_from, args), args.adapter, work)
     except BitaError as error:

@@ -143,7 +143,8 @@ def stream_ar(loaded: LoadedModel, request: Request) -> Iterator[StepRecord]:
 
 def on_free_cores(loaded: LoadedModel, steps: Iterator[StepRecord]) -> Iterator[StepRecord]:
     """``steps`` run on one thread fewer for each core another process keeps busy (runtime/threads.py: where the
-    passes are native, whose rows are the same bits on any thread count), the thread count put back after."""
+    passes are native, whose rows are the same bits on any thread count), the configured count put back when they
+    end or the stream is closed."""
     with load_aware(loaded.runtime.native_passes):
         yield from steps
 

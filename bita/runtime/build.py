@@ -34,7 +34,7 @@ from .padded import (
 )
 from .precision import checked_invariance, checked_pass_milliseconds, choose_cpu_dtype
 from .runtime import Forward, Runtime, register
-from .threads import others_busy
+from .threads import others_busy, set_configured
 from .transformers_forward import TransformersForward
 
 # On a GPU, how far a CUDA-graph forward's rows may be from transformers' before it runs (padded.Agreement): in fp32
@@ -136,5 +136,6 @@ def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reaso
     else:
         runtime = prepared(model)
     invariance = checked_invariance(runtime, profile) if runtime.forward.exact_rows else None
+    set_configured()  # the count requests start from and go back to: torch's now
     others_busy(False)  # a first reading of the machine's load: the first request's threads count from here
     return register(replace(runtime, dtype_reason=dtype_reason, invariance=invariance))

@@ -28,6 +28,7 @@ from .cpu_quota import read_quota
 STAT = Path("/proc/stat")
 MAX_AGE_S = 600.0  # a reading older than this says too little of now
 _last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, this process's CPU seconds)
+_configured: int | None = None  # configured_threads()
 
 
 def threads_for(configured: int, others: float | None) -> int:
@@ -72,13 +73,30 @@ def others_now(window_s: float = 0.2) -> float:
     return max(0.0, (second[1] - first[1]) - (second[2] - first[2])) / (second[0] - first[0])
 
 
+def configured_threads() -> int:
+    """The thread count this process runs with when no core is busy elsewhere: torch's at the model's load
+    (``set_configured``), else torch's now."""
+    return _configured if _configured is not None else torch.get_num_threads()
+
+
+def set_configured(threads: int | None = None) -> None:
+    """Give torch ``threads`` threads (None: as many as it has) and make that the count requests start from and go
+    back to (the model's load; the app's ``--threads``)."""
+    global _configured
+    _configured = threads or torch.get_num_threads()
+    torch.set_num_threads(_configured)
+
+
 @contextmanager
 def load_aware(native: bool) -> Iterator[int]:
-    """Run the block on ``threads_for`` torch's threads where ``native`` (passes on the native kernels), the count
-    put back after; gives the count it ran on."""
-    configured = torch.get_num_threads()
+    """Run the block on ``threads_for`` the configured count of torch's threads where ``native`` (passes on the
+    native kernels), the configured count put back after; gives the count it ran on. Elsewhere threads stay."""
+    if not native:
+        yield torch.get_num_threads()
+        return
+    configured = configured_threads()
     quota = read_quota()[0]  # None or -1: no quota
-    threads = threads_for(configured, others_busy(quota is not None and quota > 0)) if native else configured
+    threads = threads_for(configured, others_busy(quota is not None and quota > 0))
     torch.set_num_threads(threads)
     try:
         yield threads

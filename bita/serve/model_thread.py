@@ -9,28 +9,39 @@ loads, plans and decodes on one thread and hands results to its request threads.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
+THREAD_NAME = "bita-model"
 
 
 class ModelThread:
     """Runs callables, and the steps of iterators, one at a time on a single worker thread."""
 
     def __init__(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bita-model")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
 
     def call(self, function: Callable[..., T], *args, **kwargs) -> T:
         """``function(*args, **kwargs)`` on the model thread; its result or its exception."""
         return self._executor.submit(function, *args, **kwargs).result()
 
     def iterate(self, items: Iterator[T]) -> Iterator[T]:
-        """The items of ``items``, each produced on the model thread (between items, nothing runs)."""
+        """The items of ``items``, each produced on the model thread (between items, nothing runs); where the
+        consumer stops early (a visitor who leaves), ``items`` is closed on the model thread, so that what it holds
+        (a cache, the request's thread count) is given back before the next request, not whenever it is collected."""
         done = object()
-        while (item := self.call(next, items, done)) is not done:
-            yield item
+        try:
+            while (item := self.call(next, items, done)) is not done:
+                yield item
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None and threading.current_thread().name.startswith(THREAD_NAME):
+                close()  # collected on the model thread itself: waiting for it would wait forever
+            elif close is not None:
+                self.call(close)
 
     def stream(self, function: Callable[..., Iterator[T]], *args, **kwargs) -> Iterator[T]:
         """The items of ``function(*args, **kwargs)``: the iterator made, and each item produced, on the

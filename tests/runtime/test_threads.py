@@ -33,6 +33,7 @@ def test_the_load_of_others_is_what_the_cores_did_less_this_processs_own(monkeyp
 
 def test_a_request_runs_on_fewer_threads_beside_a_busy_core_and_puts_them_back(monkeypatch):
     configured = torch.get_num_threads()
+    monkeypatch.setattr(threads, "_configured", configured)  # as a load sets it
     monkeypatch.setattr(threads, "others_busy", lambda quota: 1.0)
     with load_aware(True) as count:
         assert count == torch.get_num_threads() == threads_for(configured, 1.0)

@@ -37,3 +37,21 @@ def test_errors_reach_the_caller():
         next(items)
     with pytest.raises(ZeroDivisionError):
         model.call(lambda: 1 / 0)
+
+
+def test_an_iterator_left_early_is_closed_on_the_model_thread():
+    """A visitor who leaves stops the stream: what the request's iterator holds is given back there and then, on the
+    model thread, not whenever it is collected."""
+    model = ModelThread()
+    closed_on = []
+
+    def steps():
+        try:
+            yield from range(100)
+        finally:
+            closed_on.append(threading.current_thread())
+
+    stream = model.iterate(steps())
+    assert next(stream) == 0 and not closed_on
+    stream.close()
+    assert closed_on == [model.call(threading.current_thread)]
