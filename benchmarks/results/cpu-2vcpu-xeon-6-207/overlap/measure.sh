@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 56 on a CPU (no GPU lent): before (6509b7e, the session's start) vs after (the overlapped loop and the host
+# Issue 56 on a CPU (no GPU here): before (6509b7e, the base commit) vs after (the overlapped loop and the host
 # work cuts), interleaved in one quiet hour, fresh caches per checkout. On a CPU the loop runs its passes in turn
 # (Decoding.overlap is on by default on a GPU only): this checks that nothing got slower here.
 set -uo pipefail

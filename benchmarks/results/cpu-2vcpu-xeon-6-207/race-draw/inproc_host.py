@@ -1,4 +1,4 @@
-"""In one process, BiTA greedy on 8 MT-Bench prompts, alternating per prompt: the session's start's host pieces (drafts by
+"""In one process, BiTA greedy on 8 MT-Bench prompts, alternating per prompt: the base commit's host pieces (drafts by
 torch.topk over the softmax, every logits row widened in the head) against this checkout's. Runs at 54f3083 only: it
 switches Runtime.logits' ``floats`` flag, taken back in d2bba4f.
 

@@ -1,4 +1,4 @@
-"""A sampled row's warp (target_probs) with the session's start's scalar helpers and stack (torch operations) against
+"""A sampled row's warp (target_probs) with the base commit's scalar helpers and stack (torch operations) against
 this checkout's numpy scalars and lone-row view: 120 real rows of sampled MT-Bench answers, six rounds alternating in
 one process; the probabilities checked bitwise equal. Median us a row.
 
