@@ -22,7 +22,7 @@ from pathlib import Path
 from ..decode.sampling import Sampling
 from ..model.adapter import BitaAdapter
 from ..package_data import cache_root
-from ..runtime.measured import locked
+from ..runtime.measured import locked, write_json
 from .acceptance import Forecast
 
 FORECAST_VERSION = "v1"
@@ -111,9 +111,7 @@ def store(digest: str, name: str, forecasts: list) -> None:
     with locked(path):
         settings = _settings_of(_read(path), digest)
         settings[name] = forecasts
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record(digest, settings)))
-        temporary.replace(path)
+        write_json(path, record(digest, settings))
 
 
 def to_entries(forecasts: list[tuple[object, Forecast]]) -> list:

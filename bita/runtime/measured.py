@@ -62,12 +62,18 @@ def read_entries(path: Path | None) -> tuple[dict, str | None]:
     return profile["entries"], None
 
 
-def write_entries(path: Path, entries: dict) -> None:
-    """Write the profile ``path`` atomically (a file of this process, then renamed)."""
+def write_json(path: Path, data: dict, indent: int | None = None) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (a file of this process, then renamed): a reader never sees
+    half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"format": PROFILE_FORMAT, "entries": entries}, indent=1))
+    temporary.write_text(json.dumps(data, indent=indent))
     temporary.replace(path)
+
+
+def write_entries(path: Path, entries: dict) -> None:
+    """Write the profile ``path`` atomically (``write_json``)."""
+    write_json(path, {"format": PROFILE_FORMAT, "entries": entries}, indent=1)
 
 
 def locked(path: Path) -> FileLock:

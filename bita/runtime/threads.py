@@ -50,6 +50,12 @@ def _reading() -> tuple[float, float, float] | None:
     return time.monotonic(), busy, time.process_time()
 
 
+def _others_between(first: tuple[float, float, float], second: tuple[float, float, float]) -> float:
+    """Cores' worth of CPU other processes used between two ``_reading``s: all cores' busy seconds less this
+    process's, over the wall seconds."""
+    return max(0.0, (second[1] - first[1]) - (second[2] - first[2])) / (second[0] - first[0])
+
+
 def others_busy(quota: bool) -> float | None:
     """Cores' worth of CPU other processes used since the previous call (None: no recent one, or ``quota``: a
     container whose /proc/stat counts the host's cores); takes a reading for the next call."""
@@ -58,8 +64,7 @@ def others_busy(quota: bool) -> float | None:
     _last = now
     if now is None or previous is None or quota or now[0] - previous[0] > MAX_AGE_S or now[0] <= previous[0]:
         return None
-    wall = now[0] - previous[0]
-    return max(0.0, (now[1] - previous[1]) - (now[2] - previous[2])) / wall
+    return _others_between(previous, now)
 
 
 def others_now(window_s: float = 0.2) -> float:
@@ -68,9 +73,7 @@ def others_now(window_s: float = 0.2) -> float:
     first = _reading()
     time.sleep(window_s)
     second = _reading()
-    if first is None or second is None:
-        return 0.0
-    return max(0.0, (second[1] - first[1]) - (second[2] - first[2])) / (second[0] - first[0])
+    return 0.0 if first is None or second is None else _others_between(first, second)
 
 
 def configured_threads() -> int:
