@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..runtime.kernel_plan import summed_times
+from ..runtime.runtime import Invariance
 from .arguments import ADAPTER_HELP, add_model_arguments, load_from
 
 
@@ -25,16 +27,11 @@ def summary(what: str, value: dict) -> str:
     if what == "kernel plan":
         parts = []
         for name in ("layers", "head"):
-            totals = {}
-            for seconds in value["seconds"][name]:
-                for path, time in seconds.items():
-                    totals.setdefault(path, []).append(time)
-            full = {path: 1000 * sum(times) for path, times in totals.items()
-                    if len(times) == len(value["seconds"]["rows"])}
-            ranked = sorted(full, key=full.get)
-            others = ", ".join(f"{path} {full[path]:.1f}" for path in ranked if path != value[name])
+            times = value["seconds"]
+            full = {path: 1000 * seconds for path, seconds in summed_times(times, name, times["rows"]).items()}
+            others = ", ".join(f"{path} {full[path]:.1f}" for path in sorted(full, key=full.get) if path != value[name])
             parts.append(f"{name} {value[name]} {full.get(value[name], 0):.1f} ms summed over "
-                         f"{'+'.join(map(str, value['seconds']['rows']))} rows ({others or 'no other path'})")
+                         f"{'+'.join(map(str, times['rows']))} rows ({others or 'no other path'})")
         return "; ".join(parts)
     if what == "dtype choice":
         costs = {dtype: sum(value[dtype].values()) for dtype in ("float32", "bfloat16")}
@@ -46,7 +43,7 @@ def summary(what: str, value: dict) -> str:
             f" ({1000 * spread[rows][0]:.1f}-{1000 * spread[rows][1]:.1f})" if rows in spread else "")
             for rows, seconds in value["points"])
     if what == "row-invariance probe":
-        return "holds" if value["rows"] and not value["differing"] else f"{value['differing']} rows differ"
+        return Invariance(**value).describe()
     return ", ".join(f"{name} {number:.1f}" for name, number in value.items() if isinstance(number, float))
 
 

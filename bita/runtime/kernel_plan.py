@@ -255,7 +255,7 @@ def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequenc
     return times
 
 
-def _summed(times: dict[str, list], name: str, rows: Sequence[int]) -> dict[str, float]:
+def summed_times(times: dict[str, list], name: str, rows: Sequence[int]) -> dict[str, float]:
     """Each path's seconds for ``name`` ("layers" or "head") summed over ``rows`` in a ``kernel_times``
     table, of the paths timed at all of them ({} where there was no weight)."""
     used = [seconds for count, seconds in zip(times["rows"], times[name]) if count in rows and seconds]
@@ -270,7 +270,7 @@ def plan_from(times: dict[str, list]) -> KernelPlan:
     summed, each as passes run it: padded to the path's floor) in a ``kernel_times`` table (STOCK where
     there was no weight)."""
     def fastest(name: str) -> str:
-        totals = _summed(times, name, DECODE_ROWS)
+        totals = summed_times(times, name, DECODE_ROWS)
         return _fastest(totals) if totals else STOCK
 
     return KernelPlan(fastest("layers"), fastest("head"))
