@@ -39,8 +39,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                              "gemma-3-270m-q4_k_m.gguf (from its package)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="auto",
-                        help="auto (CUDA: bf16; CPU: bf16 where bf16 hardware or the native kernels run here, its passes are proved "
-                             "row-invariant and it is measured faster, else fp32; measured once: bita measure), float32, bfloat16, float16")
+                        help="auto (CUDA: bf16; CPU: bf16 where bf16 hardware or the native kernels run here, its "
+                             "passes are proved row-invariant and it is measured faster, else fp32; measured once: "
+                             "bita measure), float32, bfloat16, float16")
     parser.add_argument("--quantize", type=int, choices=(4, 8), help="load in 4 or 8 bits (bitsandbytes, CUDA only)")
     parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
 

@@ -21,9 +21,9 @@ them: on the products the forward really runs (the lean forward's fused QKV and 
 ``Product``), each through ``PlannedLinear``, so a pass of fewer rows than a path's floor is timed padded
 to it (``row_floor``: a path whose floor is 64 pays for 64 rows in every AR pass), and the native kernels' paths
 without Python a product (``PlannedLinear.bound``: the lean forward calls them all from C); all the layers' products
-one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of
-``DECODE_ROWS`` rows (``TIMED_ROWS`` for the kernel table), one path at a time (its copies made, timed, dropped: at most one copy of the weights
-beside them). ``plan_from`` keeps one path for the layers and one for the head, each the fastest summed over
+one after the other (as a pass streams them from memory, cold), and the LM head alone, at each of ``DECODE_ROWS``
+rows (``TIMED_ROWS`` for the kernel table), one path at a time (its copies made, timed, dropped: at most one copy of
+the weights beside them). ``plan_from`` keeps one path for the layers and one for the head, each the fastest summed over
 a decoding pass's row counts (``DECODE_ROWS``), STOCK unless another is faster by ``MIN_GAIN``. One path
 whatever the row count: a row must not round differently because of how many rows share its pass
 (docs/method.md).
