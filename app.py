@@ -23,7 +23,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from bita.cli import add_model_arguments, load_from
+from bita.cli import add_model_arguments, add_weights_argument, load_from
 from bita.cli.deploy import space_model
 from bita.drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from bita.errors import BitaError
@@ -43,6 +43,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     limits = limits_for(os.environ)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_arguments(parser)
+    add_weights_argument(parser)
     parser.add_argument("--host", help="address to bind (default: 127.0.0.1, or $GRADIO_SERVER_NAME)")
     parser.add_argument("--port", type=int, help="port (default: 7860, or $GRADIO_SERVER_PORT)")
     parser.add_argument("--concurrency", type=int, default=1, help="model requests served at once")

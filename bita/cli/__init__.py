@@ -17,9 +17,9 @@ from pathlib import Path
 from .. import __version__
 from ..errors import BitaError
 from . import bench, generate, measure, space, training
-from .arguments import DefaultsShown, add_model_arguments, load_from, show_defaults
+from .arguments import DefaultsShown, add_model_arguments, add_weights_argument, load_from, show_defaults
 
-__all__ = ["add_model_arguments", "build_parser", "load_from", "main"]
+__all__ = ["add_model_arguments", "add_weights_argument", "build_parser", "load_from", "main"]
 
 DESCRIPTION = ("BiTA: lossless speculative decoding of a Hugging Face causal LM by bi-directional tuning "
                "(Lin et al., IJCAI 2024). Greedy output is identical to plain decoding.")

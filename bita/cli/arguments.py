@@ -6,7 +6,7 @@ import argparse
 
 from ..drafts.sources import DEFAULT_DRAFTS, DRAFT_OPTIONS
 from ..plan.tree_plan import DEFAULT_NGRAM_TOKENS, DEFAULT_TREE
-from ..runtime.kernels import KERNELS, KERNELS_HELP
+from ..runtime.kernels import KERNELS, KERNELS_HELP, WEIGHTS, WEIGHTS_HELP
 
 ADAPTER_HELP = ("an adapter: a directory, a shipped adapter's name, a Hub repository USER/NAME (from the local "
                 "Hugging Face cache, else downloaded), or 'untrained' (default: the shipped adapter made for the "
@@ -46,11 +46,18 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=KERNELS, default="auto", help=KERNELS_HELP)
 
 
+def add_weights_argument(parser: argparse.ArgumentParser) -> None:
+    """``--weights``, for the commands that decode (training takes dense weights)."""
+    parser.add_argument("--weights", choices=WEIGHTS, default="auto", help=WEIGHTS_HELP)
+
+
 def load_from(args: argparse.Namespace):
-    """The model named by ``add_model_arguments``' options."""
+    """The model named by ``add_model_arguments``' options (and ``--weights``, where the command has it: else
+    dense)."""
     from ..model.loading import load_model
 
-    return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels)
+    return load_model(args.model, args.device, args.dtype, args.quantize, args.kernels,
+                      getattr(args, "weights", "dense"))
 
 
 def add_draft_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import logging
 
 from ..errors import BitaError
 from ..plan.tree_plan import plan_tree
-from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_weights_argument, add_sampling_arguments, load_from,
                         sampling_from)
 
 logger = logging.getLogger(__name__)
@@ -19,6 +19,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register ``bench`` and ``pass-cost``."""
     bench = commands.add_parser("bench", help="BiTA vs HF generate, our AR loop and HF prompt lookup on a prompt suite")
     add_model_arguments(bench)
+    add_weights_argument(bench)
     bench.add_argument("--suite", default="mt-bench", help="mt-bench (first turns), humaneval, long-context "
                        "(summarise 450-1100-word texts) or all (mt-bench and humaneval)")
     bench.add_argument("--prompts", help="JSONL: one {prompt | messages, id?, category?} per line (replaces --suite)")
@@ -44,6 +45,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     bench.set_defaults(run=run_bench)
     cost = commands.add_parser("pass-cost", help="measure the wall time of one pass for each tree shape")
     add_model_arguments(cost)
+    add_weights_argument(cost)
     cost.add_argument("--adapter", help=ADAPTER_HELP)
     cost.add_argument("--trees", nargs="*", help="tree specs (default: a range of shapes)")
     cost.add_argument("--context", type=int, default=300, help="cached context length")

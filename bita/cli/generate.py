@@ -15,7 +15,7 @@ from ..errors import BitaError
 from ..generate import Request, collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
 from ..saved import METHODS, SavedDecoding, read_saved, saved_run
-from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments, load_from,
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_weights_argument, add_sampling_arguments, load_from,
                         sampling_from)
 from .records_json import record_json
 
@@ -28,6 +28,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--prompt", required=True, help="the user message")
     generate.add_argument("--system", help="system prompt (default: the chat template's own)")
     add_model_arguments(generate)
+    add_weights_argument(generate)
     generate.add_argument("--adapter", help=ADAPTER_HELP)
     generate.add_argument("--max-new-tokens", type=int, default=128, help="the most new tokens to generate")
     add_draft_arguments(generate)
@@ -55,6 +56,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     replayed = commands.add_parser("replay", help="decode a what-if branch again from its replay record (JSON)")
     replayed.add_argument("record", type=Path, help="a replay record, as the app shows it or generate --force prints")
     add_model_arguments(replayed)
+    add_weights_argument(replayed)
     replayed.set_defaults(run=run_replay)
     played = commands.add_parser("playback", help="write the playback page of a saved decoding, or of two side by "
                                                   "side (no model needed)")

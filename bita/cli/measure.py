@@ -7,7 +7,7 @@ import argparse
 
 from ..runtime.kernel_plan import summed_times
 from ..runtime.runtime import Invariance
-from .arguments import ADAPTER_HELP, add_model_arguments, load_from
+from .arguments import ADAPTER_HELP, add_model_arguments, add_weights_argument, load_from
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -15,6 +15,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     measure = commands.add_parser("measure", help="show this machine's profile (kernel plans, dtype choice, pass "
                                   "costs: measured once); --refresh measures it again")
     add_model_arguments(measure)
+    add_weights_argument(measure)
     measure.add_argument("--adapter", help=ADAPTER_HELP)
     measure.add_argument("--refresh", action="store_true", help="drop this machine's entries and measure what "
                          "loading --model and planning its tree need, with progress")

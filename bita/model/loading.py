@@ -21,7 +21,9 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 from ..errors import BitaError
 from ..package_data import cache_root
 from ..runtime.build import make_runtime
+from ..runtime.kernels import WEIGHTS
 from ..runtime.runtime import Runtime
+from .gguf_blocks import attach_blocks
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
 
 DEFAULT_MODEL = "default"
@@ -192,17 +194,21 @@ def quantization_config(bits: int | None, device: torch.device):
 
 
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
-               quantize_bits: int | None = None, kernels: str = "auto") -> LoadedModel:
+               quantize_bits: int | None = None, kernels: str = "auto", weights: str = "auto") -> LoadedModel:
     """Load a frozen causal LM and its tokenizer, and make its runtime (bita/runtime/build.py). ``name``:
     "default", a hub id or a local path. ``kernels``: "auto" (on a CPU each linear on the one path measured
     fastest here and our attention; for the Llama family the lean forward over a static KV cache, replayed
     as CUDA graphs on a GPU) or "stock" (transformers' own code and kernels). ``dtype`` "auto": bf16 on a GPU;
-    on a CPU with ``kernels`` "auto", bf16 where measured faster and proved row-invariant, else fp32."""
+    on a CPU with ``kernels`` "auto", bf16 where measured faster and proved row-invariant, else fp32. ``weights``
+    (a GGUF's linears, on a CPU with ``kernels`` "auto"): "auto" read from the file's blocks where the native kernels
+    read them and that is measured faster, "blocks" wherever they read them, "dense" never (what training needs)."""
+    if weights not in WEIGHTS:
+        raise BitaError(f"unknown weights {weights!r}: choose {', '.join(WEIGHTS)}")
     target = pick_device(device)
     if dtype != "auto" and dtype not in DTYPES:
         raise BitaError(f"unknown dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
     torch_dtype = DTYPES.get(dtype, torch.bfloat16 if target.type == "cuda" else torch.float32)
-    source = model_source(name)
+    gguf, source = gguf_of(name), model_source(name)
     quantization = quantization_config(quantize_bits, target)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -216,10 +222,16 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
+    blocks = weights != "dense" and kernels == "auto" and target.type == "cpu" and quantization is None
+    if weights == "blocks" and not (gguf and blocks):
+        raise BitaError("--weights blocks reads a GGUF model's blocks on a CPU with --kernels auto: "
+                        f"{name!r} is {'not a GGUF' if not gguf else 'not run so here'}")
+    if blocks and gguf:
+        logger.info(attach_blocks(model, gguf))
     choose = dtype == "auto" and kernels == "auto" and target.type == "cpu"
     reason = "asked for" if dtype != "auto" else "the GPU's default" if target.type == "cuda" else \
         "the CPU's default with --kernels stock"
-    runtime = make_runtime(model, kernels, choose, reason, cache_root())
+    runtime = make_runtime(model, kernels, choose, reason, cache_root(), weights)
     return LoadedModel(runtime.model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, runtime)
 
 

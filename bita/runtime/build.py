@@ -45,11 +45,12 @@ FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 0.2
 
 
 def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
-            lean: bool = True, probe_file: Path | None = None) -> Runtime:
+            lean: bool = True, probe_file: Path | None = None, weights: str = "auto") -> Runtime:
     """``model``'s runtime, not yet probed: ``kernels`` installed (kernels.py: ``plan`` as given, else the plan
-    cached in ``plan_file``, else measured) and its forward chosen (the lean one where ``lean``, ``kernels`` is
-    "auto" and the model is of its family; on a GPU, probes cached in ``probe_file`` help choose it)."""
-    plan, exact_attention = apply_kernels(model, kernels, plan_file, plan)
+    cached in ``plan_file``, else measured; ``weights``: which a GGUF's blocks may replace) and its forward chosen (the
+    lean one where ``lean``, ``kernels`` is "auto" and the model is of its family; on a GPU, probes cached in
+    ``probe_file`` help choose it)."""
+    plan, exact_attention = apply_kernels(model, kernels, plan_file, plan, weights)
     lean_forward = lean and kernels == "auto" and lean_unsupported(model) is None
     forward = choose_lean(model, plan, probe_file) if lean_forward else None
     return Runtime(model, forward or TransformersForward(model, exact=exact_attention), plan=plan)
@@ -120,15 +121,16 @@ def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
     return [*with_triton, PaddedLean(lean, FASTEST)]
 
 
-def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path) -> Runtime:
+def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path,
+                 weights: str = "auto") -> Runtime:
     """The runtime a loaded ``model`` runs with, registered for it (runtime.runtime_of). ``choose_dtype``:
     ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py);
-    else ``dtype_reason`` says why its dtype. Kernel plans and precision probes are kept in the machine profile in
-    ``cache``."""
+    else ``dtype_reason`` says why its dtype. ``weights``: kernels.apply_kernels'. Kernel plans and precision probes
+    are kept in the machine profile in ``cache``."""
     profile = cache / PROFILE_FILE
 
     def prepared(candidate: nn.Module) -> Runtime:
-        return prepare(candidate, kernels, plan_file=profile, probe_file=profile)
+        return prepare(candidate, kernels, plan_file=profile, probe_file=profile, weights=weights)
 
     if choose_dtype:
         runtime, choice = choose_cpu_dtype(model, prepared, profile)

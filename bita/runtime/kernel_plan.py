@@ -10,6 +10,10 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
   where the CPU has AVX512-BF16 and native.py builds it;
 - AMX: W packed once into native_amx.c's blocks for Intel's AMX tiles (bf16, row-invariant by construction), where
   the CPU has AMX-BF16 and native.py builds it;
+- BLOCKS: W read from the GGUF blocks it is held in (runtime/blocks.py), repacked once by native_blocks.c and widened
+  in registers (row-invariant by construction; in float32 NATIVE's bits), where the model came from a GGUF whose
+  block types the kernels read;
+- BLOCKS_DOT: BLOCKS widened to bf16 and summed by vdpbf16ps (DOT's bits), where DOT runs;
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
   padded.py, never timed here).
 
@@ -48,12 +52,15 @@ from torch import nn
 from tqdm import tqdm
 
 from . import native
+from .blocks import blocks_of, with_blocks
 from .device import machine_key, median_seconds
 from .measured import MIN_GAIN, measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX = "stock", "transposed", "packed", "native", "dot", "amx"
+BLOCKS, BLOCKS_DOT = "blocks", "blocks-dot"  # the native kernels on a GGUF's blocks (native.KERNELS' blocks ones)
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
-PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, TRITON)
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, BLOCKS, BLOCKS_DOT, TRITON)
+BLOCK_PATHS = (BLOCKS, BLOCKS_DOT)
 NATIVE_PATHS = tuple(native.KERNELS)  # the native library's kernels: native.KERNELS, by these paths' names
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)
@@ -102,8 +109,9 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
 def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tuple[str, ...]:
     """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
     oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, DOT and AMX where
-    their kernels run here too and the weight is bf16; where the native path cannot run, one warning (logged once)
-    says why, and where the DOT or AMX path cannot, one info line."""
+    their kernels run here too and the weight is bf16, BLOCKS (and BLOCKS_DOT where DOT runs) where the weight is
+    held in GGUF blocks (``blocks_of``); where the native path cannot run, one warning (logged once) says why, and
+    where the DOT or AMX path cannot, one info line."""
     paths = [STOCK, TRANSPOSED]
     if torch.backends.mkldnn.is_available() and pack(weight) is not None:
         paths.append(PACKED)
@@ -119,13 +127,16 @@ def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tu
         elif why is None and why_not is not None and why_not not in _said:
             _said.add(why_not)
             logger.info("%s; the kernel plan offers no %s path", why_not, path)
+    if blocks_of(weight) is not None:
+        paths += [path for path in BLOCK_PATHS if native.KERNELS[path].unavailable() is None
+                  and weight.dtype in native.KERNELS[path].dtypes]
     return tuple(paths)
 
 
 def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
     """The copy of ``weight`` [out, in] that ``path`` reads, made once: TRANSPOSED [in, out] contiguous, PACKED
-    oneDNN's blocked layout, NATIVE and DOT native.py's tiles, AMX native_amx.c's blocks; None for STOCK (the weight
-    itself)."""
+    oneDNN's blocked layout, NATIVE and DOT native.py's tiles, AMX native_amx.c's blocks, BLOCKS and BLOCKS_DOT the
+    GGUF blocks it is held in, repacked; None for STOCK (the weight itself)."""
     if path == TRANSPOSED:
         return weight.detach().t().contiguous()
     if path in NATIVE_PATHS:
@@ -165,8 +176,10 @@ class PlannedLinear:
     a CPU, where kernels were planned)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, path: str):
-        self.weight, self.bias, self.path = weight, bias, path
         self.copy = weight_copy(path, weight)
+        if path in BLOCK_PATHS:  # the blocks are the weights: no dense copy held beside them
+            weight = torch.empty(weight.shape, dtype=weight.dtype, device="meta")
+        self.weight, self.bias, self.path = weight, bias, path
         self.floor = row_floor(path, weight, bias, self.copy) if weight.device.type == "cpu" and path != TRITON else 1
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
@@ -216,8 +229,9 @@ def _fastest(seconds: dict[str, float]) -> str:
 
 
 def products_of(modules: Sequence[nn.Linear]) -> list[Product]:
-    """Each module's weight [out, in] and bias: the products a forward that runs the modules one by one runs."""
-    return [(module.weight, module.bias) for module in modules]
+    """Each module's weight [out, in] (carrying the GGUF blocks it is held in, where it is: ``blocks_of``) and bias:
+    the products a forward that runs the modules one by one runs."""
+    return [(with_blocks(module.weight.detach(), blocks_of(module)), module.bias) for module in modules]
 
 
 @torch.inference_mode()
@@ -238,8 +252,8 @@ def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequenc
     ordered = sorted(paths, key=lambda path: -PATHS.index(path))
     for path in tqdm(ordered, desc="measuring this CPU's kernels once", unit="path", disable=quiet):
         for name, products in stacks.items():
-            if not products:
-                continue
+            if not products or path in BLOCK_PATHS and not all(blocks_of(weight) for weight, _ in products):
+                continue  # a stack not held in blocks throughout has no blocks path
             planned = [PlannedLinear(weight, bias, path) for weight, bias in products]
             times["floors"][name][path] = max(linear.floor for linear in planned)
             for index, count in enumerate(rows):
@@ -281,13 +295,16 @@ def measure_plan(layers: Sequence[Product], head: Product | None, paths: Sequenc
 
 
 def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[str] | None = None) -> str:
-    """What a plan depends on: this machine (``machine_key``), the dtype, the products' shapes and the paths it
-    chose among."""
+    """What a plan depends on: this machine (``machine_key``), the dtype, the products' shapes, the block types they
+    are held in (where a blocks path is offered) and the paths it chose among."""
     shapes = sorted({tuple(weight.shape) for weight, _ in layers}) + ([tuple(head[0].shape)] if head else [])
     weight = layers[0][0] if layers else head[0]
     paths = paths or offered_paths(weight)
     digest = hashlib.sha1(str(shapes).encode()).hexdigest()[:12]
-    return "|".join([machine_key(), str(weight.dtype), f"shapes {digest}", "+".join(paths), PLAN_VERSION])
+    held = sorted({source.name for source in map(blocks_of, [w for w, _ in layers] + ([head[0]] if head else []))
+                   if source is not None})
+    blocks = [f"blocks {'+'.join(held)}"] if held and set(paths) & set(BLOCK_PATHS) else []
+    return "|".join([machine_key(), str(weight.dtype), f"shapes {digest}", *blocks, "+".join(paths), PLAN_VERSION])
 
 
 def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | None,

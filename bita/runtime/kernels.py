@@ -27,7 +27,9 @@ from torch import nn
 
 from ..errors import BitaError
 from .hf_attention import our_attention, use_exact_attention
+from .blocks import blocks_of
 from .kernel_plan import (
+    BLOCK_PATHS,
     STOCK,
     KernelPlan,
     PlannedLinear,
@@ -40,6 +42,10 @@ from .kernel_plan import (
 from .lean_llama import fused_groups, fused_product, lean_unsupported
 
 KERNELS = ("auto", "stock")
+WEIGHTS = ("auto", "dense", "blocks")
+WEIGHTS_HELP = ("a GGUF model's linears: auto (read from the file's blocks by the native kernels where it holds them "
+                "in Q4_0, Q4_1 or Q8_0 and that is measured faster here, once), blocks (from the blocks wherever "
+                "held in those types), dense (de-quantised to the dtype, as transformers loads them)")
 NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine
 KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the one kernel path measured fastest "
                 "on this machine (measured once, cached), attention is ours (verification rows row-invariant), "
@@ -59,9 +65,12 @@ class PlannedForward:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.module.weight
         if x.device.type != "cpu" or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+            if weight.is_meta:
+                raise BitaError("this model's linears are held in GGUF blocks alone, which do not take gradients: "
+                                "load it with weights='dense' (--weights dense) to train")
             return F.linear(x, weight, self.module.bias)
         if self.planned is None:
-            self.planned = PlannedLinear(weight, self.module.bias, self.path)
+            self.planned = PlannedLinear(*products_of([self.module])[0], self.path)
         return self.planned(x)
 
 
@@ -72,7 +81,7 @@ def _packable(module: nn.Module) -> bool:
 
 
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
-                  plan: KernelPlan | None = None) -> tuple[KernelPlan | None, bool]:
+                  plan: KernelPlan | None = None, weights: str = "auto") -> tuple[KernelPlan | None, bool]:
     """Install the plan's paths on ``model``'s linears and our attention; return the plan (None: nothing
     installed, transformers' own kernels run) and whether the attention is now ours (it replaces "sdpa"
     and "eager" only).
@@ -80,7 +89,9 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     ``auto`` applies to plain ``nn.Linear`` layers on a CPU in float32 (or bfloat16); it is a no-op on
     CUDA, for other dtypes and for quantised layers. The plan: ``plan`` as given (tests), else read from
     or measured into the JSON table ``plan_file`` (None: measured, not kept). ``stock`` changes nothing.
-    The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
+    ``weights`` "blocks": linears held in GGUF blocks (runtime/blocks.py) choose among the blocks paths alone. A linear
+    whose path reads its blocks drops its dense weight (a meta tensor keeps its shape), unless the input embedding
+    shares it. The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
     if kernels not in KERNELS:
         raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -91,11 +102,19 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     if plan is None:
         layers = run_products(model, [m for m in linears if m is not head])
         head_product = products_of([head])[0] if head is not None else None
-        paths = offered_paths(linears[0].weight, plan_file.parent / NATIVE_FOLDER if plan_file else None)
+        paths = offered_paths(layers[0][0] if layers else head_product[0],
+                              plan_file.parent / NATIVE_FOLDER if plan_file else None)
+        if weights == "blocks" and set(paths) & set(BLOCK_PATHS):
+            paths = tuple(path for path in paths if path in BLOCK_PATHS)
         plan = cached_plan(plan_file, layers, head_product, paths) if plan_file \
             else measure_plan(layers, head_product, paths)
+    embedding = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
     for module in linears:
-        module.forward = PlannedForward(module, plan.head if module is head else plan.layers)
+        path = plan.head if module is head else plan.layers
+        if path in BLOCK_PATHS and blocks_of(module) is not None and module.weight is not embedding:
+            module.weight = nn.Parameter(torch.empty(module.weight.shape, dtype=module.weight.dtype, device="meta"),
+                                         requires_grad=False)
+        module.forward = PlannedForward(module, path)
     use_exact_attention(model, True)
     return plan, our_attention(model)
 
@@ -113,7 +132,8 @@ def run_products(model: nn.Module, linears: list[nn.Linear]) -> list[Product]:
 @contextmanager
 def stock_kernels(model: nn.Module) -> Iterator[nn.Module]:
     """Run ``model`` on transformers' kernels and attention inside the block (HF ``generate`` as users run it)."""
-    swapped = [m for m in model.modules() if isinstance(vars(m).get("forward"), PlannedForward)]
+    swapped = [m for m in model.modules() if isinstance(vars(m).get("forward"), PlannedForward)
+               and not m.weight.is_meta]  # a linear held in blocks alone keeps its blocks path
     forwards = [vars(m).pop("forward") for m in swapped]
     ours = our_attention(model)
     use_exact_attention(model, False)

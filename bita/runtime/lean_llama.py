@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import native
+from .blocks import blocks_of, fused, with_blocks
 from .exact_attention import ExactLayout, exact_attention, exact_layout
 from .kernel_plan import STOCK, KernelPlan, PlannedLinear, Product
 from .native_stack import NativeStack
@@ -58,7 +59,8 @@ def lean_unsupported(model: nn.Module) -> str | None:
     if config.hidden_act != "silu" or getattr(config, "final_logit_softcapping", None):
         return "an activation other than SiLU, or soft-capped logits"
     linears = [m for m in model.model.layers.modules() if isinstance(m, nn.Linear)]
-    if any(type(m) is not nn.Linear or m.weight.device.type not in ("cpu", "cuda") for m in linears):
+    if any(type(m) is not nn.Linear or m.weight.device.type not in ("cpu", "cuda")
+           and not (m.weight.is_meta and blocks_of(m)) for m in linears):  # meta: held in GGUF blocks alone
         return "quantised layers, or weights on a device other than a CPU or CUDA GPU"
     return None
 
@@ -126,7 +128,8 @@ def fused_product(modules: list[nn.Linear]) -> Product:
     """The weight [sum out, in] and bias [sum out] (or None) of linears sharing an input, concatenated once: the
     modules' own weights become views of the concatenation, so the model holds each weight once (transformers'
     path, HF generate, reads the same storage). Linears already fused (views of one storage, in order) are
-    taken as they are, not concatenated again."""
+    taken as they are, not concatenated again. The weight carries the modules' GGUF blocks, fused, where each is
+    held in blocks of one type (runtime/blocks.py)."""
     weights = [m.weight.detach() for m in modules]
     total = sum(weight.shape[0] for weight in weights)
     first = weights[0]
@@ -142,6 +145,7 @@ def fused_product(modules: list[nn.Linear]) -> Product:
             module.weight.data = weight[offset:offset + rows]
             offset += rows
     biases = [m.bias for m in modules]
+    weight = with_blocks(weight.detach(), fused([blocks_of(module) for module in modules]))
     return weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None
 
 

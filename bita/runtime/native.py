@@ -68,8 +68,8 @@ from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name)
                 for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c",
-                             "native_amx_attention.c", "native_stack.c"))
-HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_simd.h", "native_attention.h"))
+                             "native_amx_attention.c", "native_stack.c", "native_blocks.c"))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_simd.h", "native_tiles.h", "native_attention.h"))
 DTYPES = (torch.bfloat16, torch.float32)
 BF16_DTYPES = (torch.bfloat16,)  # the AMX and dot kernels take bf16 alone
 AMX_BLOCK, AMX_CHUNK = 16, 32  # native_amx.c's packing: blocks of 16 outputs, chunks of 32 inputs
@@ -222,6 +222,12 @@ def _load(target: Path) -> ctypes.CDLL:
         getattr(library, name).argtypes = [pointer] * 5 + [integer] * 6 + [ctypes.c_float, integer]
     library.bita_stack.argtypes = [pointer] + [integer] * 3 + [pointer] * 5 + [integer, pointer] + [integer] * 8 + \
         [ctypes.c_float] * 2 + [integer]
+    for name in ("bita_blocks_linear_bf16", "bita_blocks_linear_f32", "bita_blocks_dot_linear"):
+        if hasattr(library, name):  # bita_blocks_dot_linear: where the compiler enabled AVX512-BF16
+            getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
+    library.bita_blocks_size.argtypes, library.bita_blocks_size.restype = [integer] * 3, ctypes.c_longlong
+    library.bita_blocks_pack.argtypes = [pointer] * 2 + [integer] * 3
+    library.bita_blocks_rows.argtypes = [pointer] * 2 + [integer, pointer, integer]
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
     if hasattr(library, "bita_attention_on_tiles"):  # a build of earlier sources has none (benchmarks' --against)
         library.bita_attention_on_tiles.argtypes = [integer]
@@ -316,38 +322,81 @@ def _amx_packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
     return -(-rows // AMX_BLOCK) * AMX_BLOCK * -(-columns // AMX_CHUNK) * AMX_CHUNK
 
 
+def _blocks_size(rows: int, columns: int, source) -> int:
+    """Bytes of ``pack``'s copy of a weight [rows, columns] held as ``source``'s GGUF blocks (0: not a type or
+    shape native_blocks.c reads)."""
+    return _library.bita_blocks_size(source.type, rows, columns)
+
+
 class Kernel(NamedTuple):
-    """A linear kernel of the library: why it cannot run here, the dtypes it takes, its packed copy's size, its C
-    functions ({} the dtype's suffix) and its number in native_stack.c's ``KERNEL_*`` enum."""
+    """A linear kernel of the library: why it cannot run here, the dtypes it takes, its packed copy's size (of a
+    weight [rows, columns] and its dtype, or for ``blocks`` its BlockSource), its C functions ({} the dtype's suffix)
+    and its number in native_stack.c's ``KERNEL_*`` enum; ``blocks``: it reads a weight's GGUF blocks
+    (runtime/blocks.py), packed as bytes, not the weight."""
 
     unavailable: Callable[[], str | None]
     dtypes: tuple[torch.dtype, ...]
-    packed_size: Callable[[int, int, torch.dtype], int]
+    packed_size: Callable[[int, int, object], int]
     pack: str
     linear: str
     stack: int
+    blocks: bool = False
 
 
 # The library's linear kernels, by the kernel plan's name for their path (kernel_plan.NATIVE_PATHS): the one table
 KERNELS = {"native": Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "bita_linear_{}", 0),
            "amx": Kernel(amx_unavailable, BF16_DTYPES, _amx_packed_size, "bita_amx_pack", "bita_amx_linear", 1),
-           "dot": Kernel(dot_unavailable, BF16_DTYPES, _packed_size, "bita_pack_{}", "bita_dot_linear", 2)}
+           "dot": Kernel(dot_unavailable, BF16_DTYPES, _packed_size, "bita_pack_{}", "bita_dot_linear", 2),
+           "blocks": Kernel(unavailable, DTYPES, _blocks_size, "bita_blocks_pack", "bita_blocks_linear_{}", 3, True),
+           "blocks-dot": Kernel(dot_unavailable, BF16_DTYPES, _blocks_size, "bita_blocks_pack",
+                                "bita_blocks_dot_linear", 4, True)}
 
 
 def pack(weight: torch.Tensor, kernel: str = "native") -> torch.Tensor | None:
     """``weight`` [N, K] (bf16 or float32, on the CPU) packed for ``linear`` by ``kernel`` ("native":
     native_linear.c's tiles; "dot": the same tiles, bf16 only; "amx": native_amx.c's blocks, bf16 only), flat in the
-    weight's dtype; None where that kernel cannot run it."""
+    weight's dtype; "blocks" and "blocks-dot" (bf16 only): the GGUF blocks the weight is held in
+    (``blocks.blocks_of``: its values need not be there, a meta tensor will do) repacked by native_blocks.c, flat
+    uint8. None where that kernel cannot run it."""
     spec = KERNELS[kernel]
-    if weight.dtype not in spec.dtypes or not weight.is_cpu or spec.unavailable() is not None:
+    if weight.dtype not in spec.dtypes or weight.device.type not in ("cpu", "meta") or spec.unavailable() is not None:
         return None
     if weight.dim() != 2:
         raise ValueError(f"native.pack takes a weight [out, in], not {_shown(weight)}")
+    if spec.blocks:
+        return _pack_blocks(weight, spec)
+    if weight.is_meta:
+        return None
     rows, columns = weight.shape
     packed = torch.empty(spec.packed_size(rows, columns, weight.dtype), dtype=weight.dtype)
     source = weight.detach().contiguous()
     getattr(_library, spec.pack.format(_suffix(weight.dtype)))(source.data_ptr(), packed.data_ptr(), rows, columns)
     return packed
+
+
+def _pack_blocks(weight: torch.Tensor, spec: Kernel) -> torch.Tensor | None:
+    """The GGUF blocks ``weight`` [N, K] is held in, repacked for ``spec`` (None: none, or none the kernels read).
+    Raises ValueError where they are not of the weight's shape, or the file changed."""
+    from .blocks import blocks_of
+
+    source = blocks_of(weight)
+    if source is None or not spec.packed_size(*weight.shape, source):
+        return None
+    if tuple(weight.shape) != (source.rows, source.columns):
+        raise ValueError(f"native.pack: {source.name} blocks of [{source.rows}, {source.columns}] for a weight "
+                         f"{list(weight.shape)}")
+    raw = torch.from_numpy(source.raw())
+    packed = torch.empty(spec.packed_size(*weight.shape, source), dtype=torch.uint8)
+    _library.bita_blocks_pack(raw.data_ptr(), packed.data_ptr(), source.type, *weight.shape)
+    return packed
+
+
+def _packed_fits(packed: torch.Tensor, spec: Kernel, dtype: torch.dtype, rows: int, columns: int) -> bool:
+    """``packed`` is ``pack``'s copy of a weight [rows, columns] for ``spec`` (blocks: its header says that shape)."""
+    if not spec.blocks:
+        return _fits(packed, dtype, (spec.packed_size(rows, columns, dtype),))
+    return isinstance(packed, torch.Tensor) and packed.dtype == torch.uint8 and packed.is_cpu and packed.dim() == 1 and packed.numel() >= 12 \
+        and packed[:12].view(torch.int32)[1:].tolist() == [rows, columns]
 
 
 def _suffix(dtype: torch.dtype) -> str:
@@ -377,7 +426,7 @@ def bound_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | Non
     if spec.unavailable() is not None:
         raise ValueError(f"native.linear ({kernel}) cannot run here: {spec.unavailable()}")
     columns, out_shape = shape[-1], (*shape[:-1], out_features)
-    if not _fits(packed, dtype, (spec.packed_size(out_features, columns, dtype),)):
+    if not _packed_fits(packed, spec, dtype, out_features, columns):
         raise ValueError(f"native.linear: packed is not pack()'s copy of a {dtype} weight [{out_features}, {columns}] "
                          f"for the {kernel} kernel: {_shown(packed)}")
     if bias is not None and (not bias.is_cpu or bias.shape != (out_features,)):

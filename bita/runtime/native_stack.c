@@ -17,20 +17,26 @@ void bita_silu_mul_f32(const float *, float *, int, int, int);
 void bita_linear_bf16(const uint16_t *, const uint16_t *, const float *, const uint16_t *, uint16_t *, int, int, int,
                       int);
 void bita_linear_f32(const float *, const float *, const float *, const float *, float *, int, int, int, int);
+void bita_blocks_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int, int,
+                             int, int);
+void bita_blocks_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int, int);
 void bita_attend_bf16(const uint16_t *, const uint16_t *, const uint16_t *, const uint8_t *, uint16_t *, int, int,
                       int, int, int, int, float, int);
 void bita_attend_f32(const float *, const float *, const float *, const uint8_t *, float *, int, int, int, int, int,
                      int, float, int);
-/* weak: native_amx.c defines the first only where the compiler enabled AMX-BF16, native_linear.c the second only where
- * it enabled AVX512-BF16 (native_stack.py asks for each only there) */
+/* weak: native_amx.c defines the first only where the compiler enabled AMX-BF16, native_linear.c and native_blocks.c
+ * the others only where it enabled AVX512-BF16 (native_stack.py asks for each only there) */
 void bita_amx_linear(const uint16_t *, const uint16_t *, const float *, const uint16_t *, uint16_t *, int, int, int,
                      int) __attribute__((weak));
 void bita_dot_linear(const uint16_t *, const uint16_t *, const float *, const uint16_t *, uint16_t *, int, int, int,
                      int) __attribute__((weak));
+void bita_blocks_dot_linear(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int, int,
+                            int, int) __attribute__((weak));
 
 enum { NORM_IN, QKV, QKV_BIAS, OUT, OUT_BIAS, NORM_POST, GATE_UP, GATE_UP_BIAS, DOWN, DOWN_BIAS, PER_LAYER };
 
-enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT };  /* the products' kernel: native.py's KERNELS (Kernel.stack) */
+/* the products' kernel: native.py's KERNELS (Kernel.stack); the last two read GGUF blocks (native_blocks.c) */
+enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT, KERNEL_BLOCKS, KERNEL_BLOCKS_DOT };
 
 typedef struct {
     int bf16, kernel, threads;
@@ -44,7 +50,11 @@ static void rms_norm(Kernels k, const void *x, const void *weight, void *out, in
 static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const void *residual, void *y, int M, int N,
                    int K) {
     const float *b = (const float *)(intptr_t)bias;
-    if (k.kernel == KERNEL_AMX) bita_amx_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
+    const uint8_t *blocks = (const uint8_t *)(intptr_t)packed;
+    if (k.kernel == KERNEL_BLOCKS_DOT) bita_blocks_dot_linear(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_BLOCKS && k.bf16) bita_blocks_linear_bf16(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_BLOCKS) bita_blocks_linear_f32(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_AMX) bita_amx_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
     else if (k.kernel == KERNEL_DOT)
         bita_dot_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
     else if (k.bf16) bita_linear_bf16(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
@@ -52,8 +62,8 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
 }
 
 /* weights [L * PER_LAYER + 1]: each layer's addresses in the enum's order (a packed weight as ``native.pack`` made
- * it for the kernel, a bias float32 [out] or 0), then the final norm's; kernel: KERNEL_* (AMX and DOT: bf16 only,
- * where the library holds them; else the native kernel runs);
+ * it for the kernel, a bias float32 [out] or 0), then the final norm's; kernel: KERNEL_* (AMX, DOT and BLOCKS_DOT: bf16
+ * only, where the library holds them; else NATIVE runs, or for BLOCKS_DOT, BLOCKS);
  * x [R, hidden] the rows' input (contiguous, not written), out [R, hidden] the final norm's output;
  * cos, sin [R, D] each row's rotary; allowed [R, K] which cache slots each row sees (K <= capacity);
  * kv [L, 2, kv_heads, capacity, D] the cache, the rows written at slots start .. start + R - 1;
@@ -61,8 +71,10 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
 int bita_stack(const int64_t *weights, int L, int bf16, int kernel, const void *x, void *out, const void *cos,
                const void *sin, const uint8_t *allowed, int K, void *kv, int capacity, int start, int R, int hidden,
                int heads, int kv_heads, int D, int inter, float eps, float scale, int threads) {
-    const int held = bf16 && (kernel == KERNEL_AMX ? !!bita_amx_linear : kernel == KERNEL_DOT && bita_dot_linear);
-    const Kernels k = {bf16, held ? kernel : KERNEL_NATIVE, threads};
+    const int held = bf16 && (kernel == KERNEL_AMX ? !!bita_amx_linear : kernel == KERNEL_DOT ? !!bita_dot_linear
+                                                                       : kernel == KERNEL_BLOCKS_DOT && bita_blocks_dot_linear);
+    const int fallback = kernel >= KERNEL_BLOCKS ? KERNEL_BLOCKS : KERNEL_NATIVE;
+    const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS ? kernel : fallback, threads};
     const size_t size = bf16 ? 2 : 4, width = (size_t)(heads + 2 * kv_heads) * D, q_size = (size_t)heads * D;
     const size_t kv_size = (size_t)kv_heads * D, lengths[] = {R * (size_t)hidden, R * (size_t)hidden,
         R * (size_t)hidden, R * width, R * q_size, R * q_size, R * 2 * (size_t)inter, R * (size_t)inter};

@@ -7,11 +7,17 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from gguf import GGMLQuantizationType
+from gguf_weights import block_weight
 from torch import nn
 
 from bita.runtime import device, kernel_plan, measured, native
+from bita.runtime.blocks import blocks_of, with_blocks
 from bita.runtime.kernel_plan import (
     AMX,
+    BLOCK_PATHS,
+    BLOCKS,
+    BLOCKS_DOT,
     DOT,
     NATIVE,
     PACKED,
@@ -48,18 +54,24 @@ def test_another_path_replaces_stock_only_when_clearly_faster():
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_every_path_computes_the_linear(path):
-    """In float32 (AMX and DOT: bf16, which they alone take, within bf16's rounding)."""
-    why = {NATIVE: native.unavailable(), AMX: native.amx_unavailable(), DOT: native.dot_unavailable()}.get(path)
+def test_every_path_computes_the_linear(path, tmp_path):
+    """In float32 (AMX, DOT and BLOCKS_DOT: bf16, which they alone take, within bf16's rounding); the blocks paths on
+    a weight held in Q8_0 blocks."""
+    why = {NATIVE: native.unavailable(), AMX: native.amx_unavailable(), DOT: native.dot_unavailable(),
+           BLOCKS: native.unavailable(), BLOCKS_DOT: native.dot_unavailable()}.get(path)
     if why:
         pytest.skip(why)
-    dtype, tolerance = (torch.bfloat16, 2e-2) if path in (AMX, DOT) else (torch.float32, 1e-5)
+    dtype, tolerance = (torch.bfloat16, 2e-2) if path in (AMX, DOT, BLOCKS_DOT) else (torch.float32, 1e-5)
     torch.manual_seed(0)
-    linear = nn.Linear(24, 40).to(dtype)
-    x = torch.randn(3, 5, 24).to(dtype)
+    linear = nn.Linear(32, 40).to(dtype)
+    weight = linear.weight
+    if path in BLOCK_PATHS:
+        held = block_weight(tmp_path, 40, 32, GGMLQuantizationType.Q8_0)
+        weight = with_blocks(held.to(dtype), blocks_of(held))
+    x = torch.randn(3, 5, 32).to(dtype)
     with torch.inference_mode():
-        out = run_path(path, x, linear.weight, linear.bias, weight_copy(path, linear.weight))
-        expected = F.linear(x.double(), linear.weight.double(), linear.bias.double())
+        out = run_path(path, x, weight, linear.bias, weight_copy(path, weight))
+        expected = F.linear(x.double(), weight.double(), linear.bias.double())
     torch.testing.assert_close(out.double(), expected, atol=tolerance, rtol=tolerance)
 
 

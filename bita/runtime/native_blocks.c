@@ -1,0 +1,255 @@
+/* y[M, N] = x[M, K] . W[N, K]^T (+ bias[N]) for a frozen W held as a GGUF file holds it: blocks of 32 inputs, each
+ * a row's scale d (and offset m) in float16 and 32 small integers q. The weight a block stands for is exact in
+ * float32 (gguf-py's de-quantisation, which transformers' GGUF loader runs): Q4_1 d * q + m (q in 0..15; d * q is
+ * exact, so one FMA rounds it as numpy's product then sum does), Q4_0 d * (q - 8) (the same with m = -8 d, exact
+ * in float16), Q8_0 d * q (q in -128..127; exact).
+ *
+ * bita_blocks_pack repacks a weight's blocks once into tiles of TILE = 32 outputs (native_tiles.h), never larger
+ * than the file's blocks (a 64-byte header, then per tile and block of 32 inputs: the 32 outputs' d, their m
+ * (nibbles), then the integers k-major: a nibble pair (k, k + 1) a byte for Q4, a byte a k for Q8; outputs past N
+ * zero). A sweep widens each k's 32 weights in registers, once for all its rows, and adds x[k] w[k] to each
+ * output's float32 sum by one FMA in the order of k: the arithmetic of native_linear.c's float32 tile on the
+ * de-quantised weight, so in float32 a row's result is that kernel's, bit for bit, and in a pass of one row or of
+ * many the same (row-invariant by construction). bf16 activations are widened to float32 as they enter the panel
+ * and the weights stay exact (not rounded to bf16, as the dense bf16 path's are): the output rounds to bf16. */
+#include "native_tiles.h"
+
+#define QK 32                    /* inputs a block holds */
+#define HEADER 64                /* bytes before the tiles: the type, N, K */
+#define Q4_0_BLOCK (TILE * 2 + TILE * QK / 2)      /* a tile's block of Q4_0: d[32] float16, 16 x 32 nibble pairs */
+#define Q4_1_BLOCK (2 * TILE * 2 + TILE * QK / 2)  /* of Q4_1: d[32], m[32] float16, 16 x 32 nibble pairs */
+#define Q8_0_BLOCK (TILE * 2 + TILE * QK)          /* of Q8_0: d[32] float16, 32 x 32 int8 */
+#if defined(__AVX512F__)
+#define SWEEP 8  /* rows a sweep takes: 8 x 2 sums, d and m, 4 widened weights and a broadcast in 32 registers */
+#else
+#define SWEEP 4  /* 4 x 2 sums, d and m, 2-4 widened weights and a broadcast in 16 */
+#endif
+
+enum { GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8 };  /* ggml's type numbers, as GGUF files store them */
+
+/* LANES float16 -> float; LANES unsigned / signed bytes -> int32 lanes; int32 lanes -> float */
+#if defined(__AVX512F__)
+typedef __m512i ivec;
+static inline vec vload_half(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline ivec vwiden_u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+static inline ivec vwiden_i8(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+static inline vec vint(ivec v) { return _mm512_cvtepi32_ps(v); }
+static inline ivec vlow4(ivec v) { return _mm512_and_si512(v, _mm512_set1_epi32(15)); }
+static inline ivec vhigh4(ivec v) { return _mm512_srli_epi32(v, 4); }
+#else
+typedef __m256i ivec;
+static inline vec vload_half(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline ivec vwiden_u8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+static inline ivec vwiden_i8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+static inline vec vint(ivec v) { return _mm256_cvtepi32_ps(v); }
+static inline ivec vlow4(ivec v) { return _mm256_and_si256(v, _mm256_set1_epi32(15)); }
+static inline ivec vhigh4(ivec v) { return _mm256_srli_epi32(v, 4); }
+#endif
+
+/* The bytes of a tile's block of ggml type ``type`` (0: not a type the kernels read), and of a row's block in the
+ * file (Q4_0: d, 16 nibble pairs; Q4_1: d, m, 16 nibble pairs; Q8_0: d, 32 int8). */
+static int packed_block(int type) {
+    return type == GGML_Q8_0 ? Q8_0_BLOCK : type == GGML_Q4_1 ? Q4_1_BLOCK : type == GGML_Q4_0 ? Q4_0_BLOCK : 0;
+}
+static int file_block(int type) { return type == GGML_Q8_0 ? 34 : type == GGML_Q4_1 ? 20 : type == GGML_Q4_0 ? 18 : 0; }
+/* Where a tile's block holds its integers: after d (and m, for Q4_1). */
+static int integers_at(int type) { return (type == GGML_Q4_1 ? 4 : 2) * TILE; }
+
+/* Bytes of bita_blocks_pack's copy of a weight [N, K] of ggml type ``type`` (0: a type or shape it cannot take). */
+long long bita_blocks_size(int type, int N, int K) {
+    if (!packed_block(type) || K % QK || N <= 0 || K <= 0) return 0;
+    return HEADER + (long long)((N + TILE - 1) / TILE) * (K / QK) * packed_block(type);
+}
+
+/* raw [N][K / 32 blocks] as the file holds them (``type``: Q4_0, Q4_1 or Q8_0) -> p (bita_blocks_size bytes).
+ * Returns 0, or -1 for a type or shape it cannot take. */
+int bita_blocks_pack(const uint8_t *raw, uint8_t *p, int type, int N, int K) {
+    const long long size = bita_blocks_size(type, N, K);
+    if (!size) return -1;
+    memset(p, 0, (size_t)size);
+    const int32_t header[3] = {type, N, K};
+    memcpy(p, header, sizeof header);
+    const int blocks = K / QK, in_block = file_block(type), out_block = packed_block(type);
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < blocks; b++) {
+            const uint8_t *from = raw + ((size_t)n * blocks + b) * in_block;
+            uint8_t *to = p + HEADER + ((size_t)(n / TILE) * blocks + b) * out_block;
+            const int lane = n % TILE;
+            memcpy(to + 2 * lane, from, 2);  /* d */
+            if (type == GGML_Q8_0) {
+                for (int k = 0; k < QK; k++) to[integers_at(type) + k * TILE + lane] = from[2 + k];
+                continue;
+            }
+            if (type == GGML_Q4_1) memcpy(to + 2 * TILE + 2 * lane, from + 2, 2);  /* m (Q4_0's, -8 d, is computed) */
+            const uint8_t *qs = from + (type == GGML_Q4_1 ? 4 : 2);  /* k < 16: low nibble of byte k, else high of k-16 */
+            for (int k = 0; k < QK; k += 2) {
+                const int low = k < 16 ? qs[k] & 15 : qs[k - 16] >> 4, high = k + 1 < 16 ? qs[k + 1] & 15
+                                                                                          : qs[k + 1 - 16] >> 4;
+                to[integers_at(type) + (k / 2) * TILE + lane] = (uint8_t)(low | high << 4);
+            }
+        }
+    return 0;
+}
+
+/* A block's weights of k = 2j and k + 1 for LANES outputs from ``at`` (float32, exact): Q4 blocks d q + m, by one
+ * FMA (d q is exact), Q8_0 blocks d q. ``block``: the tile's block; d, m: the outputs' scale and offset. */
+static inline void q4_pair(const uint8_t *block, int type, int j, int at, vec d, vec m, vec *even, vec *odd) {
+    const ivec pairs = vwiden_u8(block + integers_at(type) + j * TILE + at);
+    *even = vfma(d, vint(vlow4(pairs)), m);
+    *odd = vfma(d, vint(vhigh4(pairs)), m);
+}
+static inline void q8_pair(const uint8_t *block, int j, int at, vec d, vec *even, vec *odd) {
+    const uint8_t *q = block + integers_at(GGML_Q8_0) + 2 * j * TILE + at;
+    *even = vmul(d, vint(vwiden_i8(q)));
+    *odd = vmul(d, vint(vwiden_i8(q + TILE)));
+}
+/* A block's weights of k = 2j and 2j + 1 for LANES outputs from ``at``, of ggml type ``type`` (a constant where
+ * inlined: each sweep below is compiled for one type). */
+static inline __attribute__((always_inline)) void block_pair(const uint8_t *block, int type, int j, int at,
+                                                             vec *even, vec *odd) {
+    const vec d = vload_half(block + 2 * at);
+    if (type == GGML_Q8_0) q8_pair(block, j, at, d, even, odd);
+    else q4_pair(block, type, j, at, d, type == GGML_Q4_1 ? vload_half(block + 2 * TILE + 2 * at)
+                                                          : vmul(d, vbroadcast(-8.0f)), even, odd);
+}
+
+/* One part of a tile of ``type`` blocks against rows rows of the panel xp [K][rows]: y [rows][width] = x . tile +
+ * bias, x[k] w[k] added to each output's sum by one FMA in the order of k. */
+#define FMA_TILE(name, type, S, kind)                                                                            \
+static inline __attribute__((always_inline)) void name(const float *xp, const uint8_t *p, const float *bias,     \
+                                                       const type *residual, type *y, const int rows, int K,      \
+                                                       int ldy, int width, int part) {                           \
+    vec acc[MAX_ROWS][SPAN];                                                                                     \
+    for (int i = 0; i < rows; i++) for (int v = 0; v < SPAN; v++) acc[i][v] = vzero();                           \
+    const int block = packed_block(kind), first = part * SPAN * LANES;                                           \
+    for (int b = 0; b < K / QK; b++, p += block) {                                                               \
+        for (int line = 0; line < block; line += 128) prefetch(p + line);                                        \
+        for (int j = 0; j < QK / 2; j++, xp += 2 * rows) {                                                       \
+            vec even[SPAN], odd[SPAN];                                                                           \
+            for (int v = 0; v < SPAN; v++) block_pair(p, kind, j, first + v * LANES, &even[v], &odd[v]);         \
+            for (int i = 0; i < rows; i++) {                                                                     \
+                const vec x0 = vbroadcast(xp[i]);                                                                \
+                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x0, even[v], acc[i][v]);                         \
+            }                                                                                                    \
+            for (int i = 0; i < rows; i++) {                                                                     \
+                const vec x1 = vbroadcast(xp[rows + i]);                                                         \
+                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x1, odd[v], acc[i][v]);                          \
+            }                                                                                                    \
+        }                                                                                                        \
+    }                                                                                                            \
+    EPILOGUE(type, S)                                                                                            \
+}
+
+/* The sweeps and products of one block type (suffix t: q4_0, q4_1, q8_0), in float32 and in bf16 activations. */
+#define FMA_KERNELS(t, kind)                                                                                     \
+    FMA_TILE(t##_f32, float, f, kind)                                                                            \
+    FMA_TILE(t##_bf16, uint16_t, u16, kind)                                                                      \
+    ROW_CASES(t##_f32, float, uint8_t, float)                                                                    \
+    ROW_CASES(t##_bf16, float, uint8_t, uint16_t)                                                                \
+    LINEAR(static, t##_linear_f32, float, uint8_t, float, t##_f32, (size_t)(K / QK) * packed_block(kind), K,     \
+           panel_f, f, SWEEP)                                                                                    \
+    LINEAR(static, t##_linear_bf16, uint16_t, uint8_t, float, t##_bf16, (size_t)(K / QK) * packed_block(kind), K, \
+           panel_u16, u16, SWEEP)
+FMA_KERNELS(q4_0, GGML_Q4_0)
+FMA_KERNELS(q4_1, GGML_Q4_1)
+FMA_KERNELS(q8_0, GGML_Q8_0)
+
+/* The product of a packed copy by its type (its header's first int). */
+#define BY_TYPE(p, call)                                                                                         \
+    switch (*(const int32_t *)(p)) {                                                                             \
+        case GGML_Q4_0: q4_0_##call; break;                                                                      \
+        case GGML_Q4_1: q4_1_##call; break;                                                                      \
+        default: q8_0_##call;                                                                                    \
+    }
+
+#if defined(__AVX512BF16__)
+/* The dot kernel's sweep on blocks (bf16 activations, where the CPU has AVX512-BF16): each pair (k, k + 1) of 16
+ * outputs widened to float32 as above, rounded to bf16 (to nearest even, as torch rounds the de-quantised weight
+ * to bf16) and interleaved as native_linear.c's bf16 packing holds them, then added to each lane's sum by one
+ * vdpbf16ps: native_linear.c's tile_dot on that bf16 weight, bit for bit. */
+static inline __m512bh vpairs(vec even, vec odd) {
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return (__m512bh)_mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
+}
+
+#define DOT_TILE(name, kind)                                                                                     \
+static inline __attribute__((always_inline)) void name(const uint32_t *xp, const uint8_t *p, const float *bias,  \
+                                                       const uint16_t *residual, uint16_t *y, const int rows,    \
+                                                       int K, int ldy, int width, int part) {                    \
+    vec acc[MAX_ROWS][SPAN];                                                                                     \
+    for (int i = 0; i < rows; i++) for (int v = 0; v < SPAN; v++) acc[i][v] = vzero();                           \
+    const int block = packed_block(kind);                                                                        \
+    for (int b = 0; b < K / QK; b++, p += block) {                                                               \
+        for (int line = 0; line < block; line += 128) prefetch(p + line);                                        \
+        for (int j = 0; j < QK / 2; j++, xp += rows) {                                                           \
+            __m512bh w[SPAN];                                                                                    \
+            for (int v = 0; v < SPAN; v++) {                                                                     \
+                vec even, odd;                                                                                   \
+                block_pair(p, kind, j, v * LANES, &even, &odd);                                                  \
+                w[v] = vpairs(even, odd);                                                                        \
+            }                                                                                                    \
+            for (int i = 0; i < rows; i++) {                                                                     \
+                const __m512bh xv = (__m512bh)_mm512_set1_epi32((int)xp[i]);                                     \
+                for (int v = 0; v < SPAN; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xv, w[v]);                \
+            }                                                                                                    \
+        }                                                                                                        \
+    }                                                                                                            \
+    EPILOGUE(uint16_t, u16)                                                                                      \
+}
+#define DOT_KERNELS(t, kind)                                                                                     \
+    DOT_TILE(t##_dot, kind)                                                                                      \
+    ROW_CASES(t##_dot, uint32_t, uint8_t, uint16_t)                                                              \
+    LINEAR(static, t##_linear_dot, uint16_t, uint8_t, uint32_t, t##_dot, (size_t)(K / QK) * packed_block(kind),   \
+           K / 2, panel_pair, u16, SWEEP)
+DOT_KERNELS(q4_0, GGML_Q4_0)
+DOT_KERNELS(q4_1, GGML_Q4_1)
+DOT_KERNELS(q8_0, GGML_Q8_0)
+
+/* bita_blocks_linear_bf16's product by the dot sweep (its bits: native_linear.c's dot kernel on the bf16 weight) */
+void bita_blocks_dot_linear(const uint16_t *x, const uint8_t *p, const float *bias, const uint16_t *residual,
+                            uint16_t *y, int M, int N, int K, int threads) {
+    BY_TYPE(p, linear_dot(x, p + HEADER, bias, residual, y, M, N, K, threads))
+}
+#endif
+
+/* x [M, K], p bita_blocks_pack's copy of W [N, K], bias [N] float32 or NULL, residual [M, N] or NULL, y [M, N], in
+ * float32 (_f32) or bf16 (_bf16); threads: OpenMP threads over the tiles. */
+void bita_blocks_linear_f32(const float *x, const uint8_t *p, const float *bias, const float *residual, float *y,
+                            int M, int N, int K, int threads) {
+    BY_TYPE(p, linear_f32(x, p + HEADER, bias, residual, y, M, N, K, threads))
+}
+
+void bita_blocks_linear_bf16(const uint16_t *x, const uint8_t *p, const float *bias, const uint16_t *residual,
+                             uint16_t *y, int M, int N, int K, int threads) {
+    BY_TYPE(p, linear_bf16(x, p + HEADER, bias, residual, y, M, N, K, threads))
+}
+
+/* Rows ids [count] of W (as bita_blocks_pack packed it, [N, K]) de-quantised into out [count, K], float32 (bf16 0)
+ * or rounded to bf16 (bf16 1): an embedding's lookup from its blocks. */
+void bita_blocks_rows(const uint8_t *p, const int64_t *ids, int count, void *out, int bf16) {
+    const int32_t type = ((const int32_t *)p)[0], K = ((const int32_t *)p)[2], blocks = K / QK;
+    const int size = packed_block(type);
+    for (int r = 0; r < count; r++) {
+        const int64_t n = ids[r];
+        const int lane = (int)(n % TILE);
+        for (int b = 0; b < blocks; b++) {
+            const uint8_t *block = p + HEADER + ((size_t)(n / TILE) * blocks + b) * size;
+            uint16_t dh, mh = 0;
+            memcpy(&dh, block + 2 * lane, 2);
+            if (type == GGML_Q4_1) memcpy(&mh, block + 2 * TILE + 2 * lane, 2);
+            const float d = _cvtsh_ss(dh), m = type == GGML_Q4_0 ? -8.0f * d : _cvtsh_ss(mh);
+            for (int k = 0; k < QK; k++) {
+                float w;
+                if (type == GGML_Q8_0) w = d * (float)(int8_t)block[integers_at(type) + k * TILE + lane];
+                else {
+                    const uint8_t pair = block[integers_at(type) + (k / 2) * TILE + lane];
+                    w = __builtin_fmaf(d, (float)(k % 2 ? pair >> 4 : pair & 15), m);
+                }
+                const size_t at = (size_t)r * K + (size_t)b * QK + k;
+                if (bf16) ((uint16_t *)out)[at] = float_to_bf16(w);
+                else ((float *)out)[at] = w;
+            }
+        }
+    }
+}
