@@ -142,7 +142,7 @@ def default_model():
     """The real embedded default model (SmolLM2-135M-Instruct), loaded once."""
     from bita.model.loading import load_model
 
-    return load_model("default", device="cpu", dtype="float32")  # the same on every CPU kind
+    return load_model("default", device="cpu", dtype="float32", weights="dense")  # the same on every CPU kind
 
 
 def assert_lossless(runtime: Runtime, spec: str, prompts: list[list[int]], new_tokens: int = 20) -> None:

@@ -2,10 +2,11 @@
 
 It runs through llama-cpp-python where that is installed (an optional extra, ``pip install
 "bita-decoding[llamacpp]"``; there is no wheel for most CPUs, so pip builds llama.cpp from source, a few
-minutes on two cores), on the GGUF the loaded model came from, with torch's thread count. The weights are
-taken in the loaded model's precision: a GGUF of another type (the default model ships as Q4_1) is
-converted once by llama.cpp's own quantizer to BF16 or F32 and cached under the cache folder, so
-llama.cpp decodes the very weights our forward runs (de-quantised), in the same precision. Its tokens are
+minutes on two cores), on the GGUF the loaded model came from, with torch's thread count. Where our forward
+reads that file's blocks (``--weights blocks``, or ``auto`` where it chose them), llama.cpp runs the file as
+shipped (the default model's Q4_1), what a user of llama.cpp runs. Where our forward runs de-quantised weights,
+llama.cpp takes them in the loaded model's precision: the file is converted once by llama.cpp's own quantizer to
+BF16 or F32 and cached under the cache folder, so that it decodes the very weights our forward runs. Its tokens are
 compared with BiTA's like any baseline's: llama.cpp's kernels round otherwise, so in bf16 they may part
 at a near tie. The model loads once a process, outside any timing; a run times prompt processing and
 decoding, as HF ``generate``'s does.
@@ -51,7 +52,7 @@ def absent_because(loaded: LoadedModel) -> str | None:
         return "llama-cpp-python is not installed (pip install \"bita-decoding[llamacpp]\": it builds llama.cpp)"
     if loaded.device.type != "cpu":
         return f"it is timed on a CPU, and this model runs on {loaded.device}"
-    if loaded.runtime.dtype not in FILE_TYPES:
+    if loaded.runtime.dtype not in FILE_TYPES and not loaded.runtime.reads_blocks:
         return f"llama.cpp has no GGUF type for {loaded.runtime.dtype}"
     if source_gguf(loaded) is None:
         return "llama.cpp runs GGUF files, and this model was not loaded from one"
@@ -80,10 +81,13 @@ def gguf_in_dtype(gguf: Path, dtype: torch.dtype) -> Path:
 
 
 def llama_for(loaded: LoadedModel):
-    """llama.cpp's model for ``loaded`` (its GGUF in its dtype, torch's threads), loaded once a process."""
+    """llama.cpp's model for ``loaded`` (its GGUF as shipped where our forward reads its blocks, else in its dtype;
+    torch's threads), loaded once a process."""
     import llama_cpp
 
-    path, threads = gguf_in_dtype(source_gguf(loaded), loaded.runtime.dtype), torch.get_num_threads()
+    gguf = source_gguf(loaded)
+    path = gguf if loaded.runtime.reads_blocks else gguf_in_dtype(gguf, loaded.runtime.dtype)
+    threads = torch.get_num_threads()
     key = (str(path), threads)
     if key not in _loaded:
         _loaded[key] = llama_cpp.Llama(str(path), n_ctx=loaded.context_limit, n_threads=threads,

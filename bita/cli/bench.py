@@ -9,8 +9,8 @@ import logging
 
 from ..errors import BitaError
 from ..plan.tree_plan import plan_tree
-from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_weights_argument, add_sampling_arguments, load_from,
-                        sampling_from)
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments,
+                        add_weights_argument, load_from, sampling_from)
 
 logger = logging.getLogger(__name__)
 

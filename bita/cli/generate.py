@@ -15,8 +15,8 @@ from ..errors import BitaError
 from ..generate import Request, collect, stream_ar, stream_bita
 from ..plan.tree_plan import plan_tree
 from ..saved import METHODS, SavedDecoding, read_saved, saved_run
-from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_weights_argument, add_sampling_arguments, load_from,
-                        sampling_from)
+from .arguments import (ADAPTER_HELP, add_draft_arguments, add_model_arguments, add_sampling_arguments,
+                        add_weights_argument, load_from, sampling_from)
 from .records_json import record_json
 
 MODES = ("bita", "ar", "hf", "both")

@@ -147,9 +147,9 @@ static inline __attribute__((always_inline)) void name(const float *xp, const ui
     ROW_CASES(t##_f32, float, uint8_t, float)                                                                    \
     ROW_CASES(t##_bf16, float, uint8_t, uint16_t)                                                                \
     LINEAR(static, t##_linear_f32, float, uint8_t, float, t##_f32, (size_t)(K / QK) * packed_block(kind), K,     \
-           panel_f, f, SWEEP)                                                                                    \
+           panel_f, f, SWEEP, PARTS)                                                                                    \
     LINEAR(static, t##_linear_bf16, uint16_t, uint8_t, float, t##_bf16, (size_t)(K / QK) * packed_block(kind), K, \
-           panel_u16, u16, SWEEP)
+           panel_u16, u16, SWEEP, PARTS)
 FMA_KERNELS(q4_0, GGML_Q4_0)
 FMA_KERNELS(q4_1, GGML_Q4_1)
 FMA_KERNELS(q8_0, GGML_Q8_0)
@@ -201,10 +201,85 @@ static inline __attribute__((always_inline)) void name(const uint32_t *xp, const
     DOT_TILE(t##_dot, kind)                                                                                      \
     ROW_CASES(t##_dot, uint32_t, uint8_t, uint16_t)                                                              \
     LINEAR(static, t##_linear_dot, uint16_t, uint8_t, uint32_t, t##_dot, (size_t)(K / QK) * packed_block(kind),   \
-           K / 2, panel_pair, u16, SWEEP)
+           K / 2, panel_pair, u16, SWEEP, PARTS)
 DOT_KERNELS(q4_0, GGML_Q4_0)
 DOT_KERNELS(q4_1, GGML_Q4_1)
 DOT_KERNELS(q8_0, GGML_Q8_0)
+
+/* A block's integers of k = 2j and 2j + 1 for 16 outputs from ``at`` as bf16 pairs (exact: |q| <= 128), as
+ * vdpbf16ps takes them: Q4 nibbles looked up in a table of 0..15, Q8_0 bytes widened to float32 (whose low half
+ * is then 0). */
+static inline __attribute__((always_inline)) __m512bh integer_pairs(const uint8_t *block, int type, int j, int at) {
+    if (type == GGML_Q8_0) {
+        const uint8_t *q = block + integers_at(type) + 2 * j * TILE + at;
+        const __m512i even = _mm512_castps_si512(vint(vwiden_i8(q))), odd = _mm512_castps_si512(vint(vwiden_i8(q + TILE)));
+        return (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(even, 16), odd,
+                                                   _mm512_set1_epi32((int)0xffff0000u), 0xf8);  /* a | (b & c) */
+    }
+    const __m512i small = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x4170, 0x4160, 0x4150,
+                                           0x4140, 0x4130, 0x4120, 0x4110, 0x4100, 0x40e0, 0x40c0, 0x40a0, 0x4080,
+                                           0x4040, 0x4000, 0x3f80, 0);  /* bf16 of 0..15 */
+    const __m512i bytes = vwiden_u8(block + integers_at(type) + j * TILE + at);
+    const __m512i index = _mm512_ternarylogic_epi32(bytes, _mm512_slli_epi32(bytes, 12), _mm512_set1_epi32(0x000f000f),
+                                                    0xa8);  /* (a | b) & c: the even nibble low, the odd one high */
+    return (__m512bh)_mm512_permutexvar_epi16(index, small);
+}
+
+/* The integer sweep: one vector of 16 outputs (part: which half of the tile), each block's sums of x[k] q[k] by
+ * vdpbf16ps (products exact), then d times that sum plus m times the block's sum of x (the panel's last K / 32
+ * entries a row, float32 bits), each by one FMA: weights never rounded, 4 instructions a pair of 16 outputs
+ * widened instead of 9. */
+#define INT_TILE(name, kind)                                                                                     \
+static inline __attribute__((always_inline)) void name(const uint32_t *xp, const uint8_t *p, const float *bias,  \
+                                                       const uint16_t *residual, uint16_t *y, const int rows,    \
+                                                       int K, int ldy, int width, int part) {                    \
+    vec acc[MAX_ROWS][1];                                                                                        \
+    for (int i = 0; i < rows; i++) acc[i][0] = vzero();                                                          \
+    const float *sums = (const float *)(xp + (size_t)(K / 2) * rows);                                            \
+    const int block = packed_block(kind), at = part * LANES;                                                     \
+    for (int b = 0; b < K / QK; b++, p += block, sums += rows) {                                                 \
+        for (int line = 0; line < block; line += 128) prefetch(p + line);                                        \
+        vec partial[MAX_ROWS];                                                                                   \
+        for (int i = 0; i < rows; i++) partial[i] = vzero();                                                     \
+        for (int j = 0; j < QK / 2; j++, xp += rows) {                                                           \
+            const __m512bh w = integer_pairs(p, kind, j, at);                                                    \
+            for (int i = 0; i < rows; i++)                                                                       \
+                partial[i] = _mm512_dpbf16_ps(partial[i], (__m512bh)_mm512_set1_epi32((int)xp[i]), w);           \
+        }                                                                                                        \
+        const vec d = vload_half(p + 2 * at);                                                                    \
+        for (int i = 0; i < rows; i++) acc[i][0] = vfma(d, partial[i], acc[i][0]);                               \
+        if (kind != GGML_Q8_0) {                                                                                 \
+            const vec m = kind == GGML_Q4_1 ? vload_half(p + 2 * TILE + 2 * at) : vmul(d, vbroadcast(-8.0f));    \
+            for (int i = 0; i < rows; i++) acc[i][0] = vfma(m, vbroadcast(sums[i]), acc[i][0]);                  \
+        }                                                                                                        \
+    }                                                                                                            \
+    EPILOGUE_OF(uint16_t, u16, 1)                                                                                \
+}
+
+/* The integer sweep's panel: x's pairs as they lie in memory for k2 < K / 2, then each block's sum of x in the order
+ * of k (float32 bits). */
+static inline uint32_t panel_pair_sums(const uint16_t *x, int m, int k2, int K) {
+    if (k2 < K / 2) return panel_pair(x, m, k2, K);
+    const uint16_t *row = x + (size_t)m * K + (size_t)(k2 - K / 2) * QK;
+    float sum = 0.0f;
+    for (int k = 0; k < QK; k++) sum += bf16_to_float(row[k]);
+    uint32_t bits;
+    memcpy(&bits, &sum, 4);
+    return bits;
+}
+#define INT_KERNELS(t, kind)                                                                                     \
+    INT_TILE(t##_int, kind)                                                                                      \
+    ROW_CASES(t##_int, uint32_t, uint8_t, uint16_t)                                                              \
+    LINEAR(static, t##_linear_int, uint16_t, uint8_t, uint32_t, t##_int, (size_t)(K / QK) * packed_block(kind),   \
+           K / 2 + K / QK, panel_pair_sums, u16, MAX_ROWS, VECS)
+INT_KERNELS(q4_0, GGML_Q4_0)
+INT_KERNELS(q4_1, GGML_Q4_1)
+INT_KERNELS(q8_0, GGML_Q8_0)
+
+void bita_blocks_int_linear(const uint16_t *x, const uint8_t *p, const float *bias, const uint16_t *residual,
+                            uint16_t *y, int M, int N, int K, int threads) {
+    BY_TYPE(p, linear_int(x, p + HEADER, bias, residual, y, M, N, K, threads))
+}
 
 /* bita_blocks_linear_bf16's product by the dot sweep (its bits: native_linear.c's dot kernel on the bf16 weight) */
 void bita_blocks_dot_linear(const uint16_t *x, const uint8_t *p, const float *bias, const uint16_t *residual,

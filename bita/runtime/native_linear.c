@@ -126,10 +126,10 @@ ROW_CASES(tile_dot, uint32_t, uint16_t, uint16_t)
 #endif
 
 LINEAR(, bita_linear_bf16, uint16_t, uint16_t, float, tile_bf16, (size_t)((K + 1) / 2) * TILE * 2, (K + 1) / 2 * 2,
-       panel_u16, u16, ROWS)
-LINEAR(, bita_linear_f32, float, float, float, tile_f32, (size_t)K * TILE, K, panel_f, f, ROWS)
+       panel_u16, u16, ROWS, PARTS)
+LINEAR(, bita_linear_f32, float, float, float, tile_f32, (size_t)K * TILE, K, panel_f, f, ROWS, PARTS)
 #if defined(__AVX512BF16__)
 /* bf16 by vdpbf16ps on native_linear.c's packing (bita_pack_bf16): the "dot" kernel of the plan */
 LINEAR(, bita_dot_linear, uint16_t, uint16_t, uint32_t, tile_dot, (size_t)((K + 1) / 2) * TILE * 2, (K + 1) / 2,
-       panel_pair, u16, ROWS)
+       panel_pair, u16, ROWS, PARTS)
 #endif

@@ -20,15 +20,16 @@
 #define PREFETCH_L2 32768  /* and into L2: 8-14 % off 8-16-row bf16 products on a Zen 4, 4-19 % in fp32 (16 KB: less;
                             * 64 KB, or into L3: the same) */
 
-/* A sweep's sums acc [rows][SPAN] (+ bias) to y's rows (row stride ldy), outputs c0 = part * SPAN * LANES on of the
+/* A sweep's sums acc [rows][span] (+ bias) to y's rows (row stride ldy), outputs c0 = part * span * LANES on of the
  * tile's first width; with a residual (y's shape), y = residual + the product, the product rounded to the dtype
- * first (as torch adds them). */
-#define EPILOGUE(type, S)                                                                                        \
+ * first (as torch adds them). EPILOGUE: span SPAN. */
+#define EPILOGUE(type, S) EPILOGUE_OF(type, S, SPAN)
+#define EPILOGUE_OF(type, S, span)                                                                               \
     for (int i = 0; i < rows; i++) {                                                                             \
         type *row = y + (size_t)i * ldy;                                                                         \
         const type *add = residual ? residual + (size_t)i * ldy : 0;                                             \
-        for (int v = 0; v < SPAN; v++) {                                                                         \
-            const int c = (part * SPAN + v) * LANES;                                                             \
+        for (int v = 0; v < (span); v++) {                                                                       \
+            const int c = (part * (span) + v) * LANES;                                                           \
             vec sum = bias ? vadd(acc[i][v], vload(bias + c)) : acc[i][v];                                       \
             if (c + LANES <= width) {                                                                            \
                 vstore_##S(row + c, add ? vadd(vround_##S(sum), vload_##S(add + c)) : sum);                      \
@@ -103,8 +104,9 @@ static inline uint32_t panel_pair(const uint16_t *x, int m, int k2, int K) {
 /* x [M, K], p packed, bias [N] float32 or NULL, residual [M, N] or NULL (added to the product), y [M, N];
  * threads: OpenMP threads over the tiles. storage: the function's (static or none); weights: the packed weights'
  * type; tile_size: a tile's elements of it; depth: the panel's elements per row; fill: panel_<kernel>; sweep: the
- * most rows a sweep takes (at most MAX_ROWS). */
-#define LINEAR(storage, name, type, weights, panel, tile, tile_size, depth, fill, out, sweep)                                              \
+ * most rows a sweep takes (at most MAX_ROWS); parts: the sweeps a tile takes per block of rows (PARTS, or for a
+ * sweep of one vector of outputs VECS). */
+#define LINEAR(storage, name, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)                                              \
 storage void name(const type *x, const weights *p, const float *bias, const type *residual, type *y, int M, int N, int K,   \
           int threads) {                                                                                         \
     const int tiles = (N + TILE - 1) / TILE, blocks = (M + (sweep) - 1) / (sweep), D = (depth);                        \
@@ -132,7 +134,7 @@ storage void name(const type *x, const weights *p, const float *bias, const type
         for (int b = 0; b < blocks; b++) {                                                                       \
             int m0, rows;                                                                                        \
             block_of(b, M, blocks, &m0, &rows);                                                                  \
-            for (int part = 0; part < PARTS; part++)                                                             \
+            for (int part = 0; part < (parts); part++)                                                             \
                 tile##_by_rows[rows](xp + (size_t)m0 * D, p + t * (tile_size), bt,                               \
                                      residual ? residual + (size_t)m0 * N + n0 : 0, y + (size_t)m0 * N + n0, K, N, \
                                      width, part);                                                               \

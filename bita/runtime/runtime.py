@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .device import machine_key, output_logits
-from .kernel_plan import NATIVE_PATHS, KernelPlan
+from .kernel_plan import BLOCK_PATHS, NATIVE_PATHS, KernelPlan
 from .kernels import stock_kernels
 from .token_rows import TokenRows, rows_of
 from .transformers_forward import Prompts, TransformersForward
@@ -139,6 +139,11 @@ class Runtime:
         if self.quantized:
             return False
         return (self.invariance is not None and self.invariance.holds) or self.dtype == torch.float32
+
+    @property
+    def reads_blocks(self) -> bool:
+        """Whether the layers' linears read a GGUF file's blocks (kernel_plan.BLOCK_PATHS), not de-quantised weights."""
+        return self.plan is not None and self.plan.layers in BLOCK_PATHS
 
     @property
     def native_passes(self) -> bool:
