@@ -13,7 +13,8 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
 - BLOCKS: W read from the GGUF blocks it is held in (runtime/blocks.py), repacked once by native_blocks.c and widened
   in registers (row-invariant by construction; in float32 NATIVE's bits), where the model came from a GGUF whose
   block types the kernels read;
-- BLOCKS_DOT: BLOCKS widened to bf16 and summed by vdpbf16ps (DOT's bits), where DOT runs;
+- BLOCKS_DOT: BLOCKS' integers summed a block at a time by vdpbf16ps, then scaled (bf16; its own bits), where DOT
+  runs;
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
   padded.py, never timed here).
 

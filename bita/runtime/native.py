@@ -222,7 +222,7 @@ def _load(target: Path) -> ctypes.CDLL:
         getattr(library, name).argtypes = [pointer] * 5 + [integer] * 6 + [ctypes.c_float, integer]
     library.bita_stack.argtypes = [pointer] + [integer] * 3 + [pointer] * 5 + [integer, pointer] + [integer] * 8 + \
         [ctypes.c_float] * 2 + [integer]
-    for name in ("bita_blocks_linear_bf16", "bita_blocks_linear_f32", "bita_blocks_dot_linear", "bita_blocks_int_linear"):
+    for name in ("bita_blocks_linear_bf16", "bita_blocks_linear_f32", "bita_blocks_dot_linear"):
         if hasattr(library, name):  # bita_blocks_dot_linear: where the compiler enabled AVX512-BF16
             getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
     library.bita_blocks_size.argtypes, library.bita_blocks_size.restype = [integer] * 3, ctypes.c_longlong
