@@ -1,6 +1,6 @@
 """Which of a model's linears a GGUF file holds in blocks the native kernels read (runtime/blocks.py), found as
-transformers' GGUF loader finds them: its name map between the file's tensors and the model's parameters
-(``get_gguf_hf_weights_map``), Llama's Q and K rows reverse-permuted as its tensor processor permutes them. Each
+transformers' GGUF loader finds them: gguf-py's tensor name map of the architecture (built once), Llama's Q and K
+rows reverse-permuted as its tensor processor permutes them; the file's tensor index read by gguf_index.py. Each
 is checked against the de-quantised weight the model was loaded with (a few rows of the blocks de-quantised as
 gguf-py does and compared bit for bit), so a mapping that does not hold keeps the dense weight, never a wrong one.
 """
@@ -8,17 +8,21 @@ gguf-py does and compared bit for bit), so a mapping that does not hold keeps th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+from gguf import GGMLQuantizationType
 from torch import nn
 
 from ..errors import BitaError
 from ..runtime.blocks import ATTRIBUTE, BLOCK_INPUTS, BLOCK_TYPES, BlockSource, Part
+from .gguf_index import tensor_index
 
 logger = logging.getLogger(__name__)
 PERMUTED = ("llama", "mistral")  # architectures whose Q and K rows transformers' loader reverse-permutes
+RENAMED = {"gemma3_text": "gemma3", "cohere": "command-r", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}  # gguf's
 CHECKED_ROWS = 3  # rows of each weight compared with its blocks, de-quantised: the first, a middle one, the last
 
 
@@ -32,12 +36,16 @@ def _heads(model: nn.Module, gguf_name: str) -> int:
     return config.num_key_value_heads if ".attn_k." in gguf_name else 0
 
 
-def _mapping(model: nn.Module) -> dict[str, str]:
-    """The model's parameter names by the GGUF tensor names transformers' loader gives them."""
-    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
+def _gguf_names(model: nn.Module) -> Callable[[str], str | None]:
+    """The GGUF tensor name of a module of ``model`` (by its name), as transformers' loader maps them (gguf-py's
+    tensor name map of the model's architecture)."""
+    from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
 
-    processor = TENSOR_PROCESSORS.get(model.config.model_type, TensorProcessor)(config=model.config.to_dict())
-    return get_gguf_hf_weights_map(model, processor)
+    model_type = RENAMED.get(model.config.model_type, model.config.model_type)
+    arch = next((key for key, value in MODEL_ARCH_NAMES.items() if value == model_type), None)
+    if arch is None:
+        return lambda name: None
+    return get_tensor_name_map(arch, model.config.num_hidden_layers).get_name
 
 
 def _agrees(source: BlockSource, weight: torch.Tensor) -> bool:
@@ -51,36 +59,36 @@ def _agrees(source: BlockSource, weight: torch.Tensor) -> bool:
     return torch.equal(values.to(weight.dtype), weight.detach()[rows].cpu())
 
 
-def attach_blocks(model: nn.Module, gguf: Path) -> str:
+def attach_blocks(model: nn.Module, gguf: Path) -> tuple[str, bool]:
     """Give each plain linear of ``model`` (loaded from ``gguf``, de-quantised) whose weight the file holds in blocks
     the kernels read its ``BlockSource`` (``module.bita_blocks``), where its blocks equal its weight. Returns one line
-    saying what is held in blocks, or why nothing is. Raises BitaError where the file cannot be read."""
-    from gguf import GGUFReader
-
+    saying what is held in blocks (or why nothing is), and whether every linear of the layers is. Raises BitaError
+    where the file cannot be read."""
     try:
-        tensors = {tensor.name: tensor for tensor in GGUFReader(gguf).tensors}
-    except (ValueError, OSError, IndexError) as error:
+        tensors = tensor_index(gguf)
+    except (ValueError, OSError) as error:
         raise BitaError(f"cannot read {gguf.name}'s blocks: {error}") from None
-    names = {hf: gguf_name for gguf_name, hf in _mapping(model).items()}
+    gguf_name, size = _gguf_names(model), gguf.stat().st_size
     embedding = model.get_input_embeddings()
     tied = next(name for name, module in model.named_modules() if module is embedding)
-    size, held, others, differ = gguf.stat().st_size, {}, set(), []
+    held, others, differ, layers = {}, set(), [], []
     for module_name, module in model.named_modules():
         if type(module) is not nn.Linear:
             continue
-        name = names.get(f"{module_name}.weight", "")
-        if name not in tensors and module.weight is embedding.weight:  # a head tied to the embedding: its tensor
-            name = names.get(f"{tied}.weight", "")
-        tensor = tensors.get(name)
-        if tensor is None:
+        in_layers = ".layers." in f".{module_name}"
+        layers += [module] if in_layers else []
+        entry = tensors.get(f"{gguf_name(module_name)}.weight")
+        if entry is None and module.weight is embedding.weight:  # a head tied to the embedding: its tensor
+            entry = tensors.get(f"{gguf_name(tied)}.weight")
+        if entry is None:
             continue
-        if int(tensor.tensor_type) not in BLOCK_TYPES or module.in_features % BLOCK_INPUTS:
-            others.add(tensor.tensor_type.name)
+        if entry.type not in BLOCK_TYPES or module.in_features % BLOCK_INPUTS:
+            others.add(GGMLQuantizationType(entry.type).name)
             continue
-        rows, row_bytes = tensor.data.shape
-        source = BlockSource(str(gguf), int(tensor.tensor_type), module.in_features,
-                             (Part(int(tensor.data_offset), rows, row_bytes, _heads(model, tensor.name)),), size)
-        if rows != module.out_features or not _agrees(source, module.weight):
+        source = BlockSource(str(gguf), entry.type, module.in_features,
+                             (Part(entry.offset, entry.rows, entry.size // entry.rows, _heads(model, entry.name)),),
+                             size)
+        if entry.rows != module.out_features or not _agrees(source, module.weight):
             differ.append(module_name)
             continue
         setattr(module, ATTRIBUTE, source)
@@ -91,4 +99,5 @@ def attach_blocks(model: nn.Module, gguf: Path) -> str:
     kinds = ", ".join(f"{count} in {name}" for name, count in sorted(held.items()))
     unread = f"; {', '.join(sorted(others))} blocks are not read by the kernels (those linears stay dense)" \
         if others else ""
-    return f"{gguf.name}: linears held in blocks: {kinds or 'none'}{unread}"
+    every = bool(layers) and all(hasattr(module, ATTRIBUTE) for module in layers)
+    return f"{gguf.name}: linears held in blocks: {kinds or 'none'}{unread}", every

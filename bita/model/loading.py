@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -21,7 +23,7 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 from ..errors import BitaError
 from ..package_data import cache_root
 from ..runtime.build import make_runtime
-from ..runtime.kernels import WEIGHTS
+from ..runtime.kernels import WEIGHTS, drop_dense
 from ..runtime.runtime import Runtime
 from .gguf_blocks import attach_blocks
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
@@ -227,11 +229,23 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         raise BitaError("--weights blocks reads a GGUF model's blocks on a CPU with --kernels auto: "
                         f"{name!r} is {'not a GGUF' if not gguf else 'not run so here'}")
     if blocks and gguf:
-        logger.info(attach_blocks(model, gguf))
+        held, every = attach_blocks(model, gguf)
+        if weights == "blocks" and not every:
+            logger.warning("%s: the layers run dense", held)
+        else:
+            logger.info(held)
+        if weights == "blocks" and every:  # no dense copy is ever needed: none is kept, nor converted to a dtype
+            drop_dense(model, [module for module in model.modules() if type(module) is nn.Linear])
     choose = dtype == "auto" and kernels == "auto" and target.type == "cpu"
     reason = "asked for" if dtype != "auto" else "the GPU's default" if target.type == "cuda" else \
         "the CPU's default with --kernels stock"
     runtime = make_runtime(model, kernels, choose, reason, cache_root(), weights)
+    # what loading leaves (~380k objects: transformers' modules, the tokenizer's tables) is moved out of the
+    # collector's scans: each full collection otherwise walks it all, between passes (on a 2-vCPU AMD EPYC of family
+    # 25 model 17, an 8-row pass of the default model on its blocks took 11.2 ms with them, 8.2 without)
+    gc.collect()
+    gc.freeze()
+    atexit.register(gc.unfreeze)  # at exit they are collected as before (bindings that count their objects expect it)
     return LoadedModel(runtime.model, tokenizer, DEFAULT_NAME if name == DEFAULT_MODEL else name, runtime)
 
 

@@ -133,7 +133,7 @@ def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reaso
         return prepare(candidate, kernels, plan_file=profile, probe_file=profile, weights=weights)
 
     if choose_dtype:
-        runtime, choice = choose_cpu_dtype(model, prepared, profile)
+        runtime, choice = choose_cpu_dtype(model, prepared, profile, weights)
         dtype_reason = choice.reason
     else:
         runtime = prepared(model)

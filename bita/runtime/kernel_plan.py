@@ -309,14 +309,15 @@ def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[st
 
 
 def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | None,
-                paths: Sequence[str] | None = None) -> KernelPlan:
+                paths: Sequence[str] | None = None,
+                timed_layers: Callable[[], Sequence[Product]] | None = None) -> KernelPlan:
     """The plan for these products on this machine: read from the machine profile ``path``, or measured over
     ``paths`` once and stored there with its times (also where the entry is unreadable). ``path`` None: measured,
-    not kept."""
+    not kept. ``timed_layers``: the layers' products to time where ``layers`` hold their shapes alone (the key's)."""
     paths = paths or offered_paths(layers[0][0] if layers else head[0])
 
     def measure() -> dict:
-        times = kernel_times(layers, head, paths)
+        times = kernel_times(timed_layers() if timed_layers else layers, head, paths)
         plan = plan_from(times)
         return {"layers": plan.layers, "head": plan.head, "seconds": times}
 

@@ -39,7 +39,7 @@ from .kernel_plan import (
     offered_paths,
     products_of,
 )
-from .lean_llama import fused_groups, fused_product, lean_unsupported
+from .lean_llama import fused_groups, fused_product, fused_shape, lean_unsupported
 
 KERNELS = ("auto", "stock")
 WEIGHTS = ("auto", "dense", "blocks")
@@ -75,9 +75,11 @@ class PlannedForward:
 
 
 def _packable(module: nn.Module) -> bool:
-    """Plain ``nn.Linear`` (not a subclass such as a bitsandbytes layer) with a CPU float weight."""
-    return type(module) is nn.Linear and module.weight.device.type == "cpu" and module.weight.dtype in (
-        torch.float32, torch.bfloat16)
+    """Plain ``nn.Linear`` (not a subclass such as a bitsandbytes layer) with a CPU float weight (or held in GGUF blocks
+    alone: a meta weight)."""
+    if type(module) is not nn.Linear or module.weight.dtype not in (torch.float32, torch.bfloat16):
+        return False
+    return module.weight.device.type == "cpu" or module.weight.is_meta and blocks_of(module) is not None
 
 
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
@@ -100,33 +102,43 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         return None, False
     head = head if head in linears else None
     if plan is None:
-        layers = run_products(model, [m for m in linears if m is not head])
+        in_layers = [m for m in linears if m is not head]
+        layers = run_products(model, in_layers, shapes_only=True)  # what the plan's key reads: no weight copied
         head_product = products_of([head])[0] if head is not None else None
-        paths = offered_paths(layers[0][0] if layers else head_product[0],
+        paths = offered_paths(products_of(in_layers[:1] or [head])[0][0],  # the weight, carrying its blocks
                               plan_file.parent / NATIVE_FOLDER if plan_file else None)
-        if weights == "blocks" and set(paths) & set(BLOCK_PATHS):
+        if weights == "blocks" and layers and all(blocks_of(weight) for weight, _ in layers):
             paths = tuple(path for path in paths if path in BLOCK_PATHS)
-        plan = cached_plan(plan_file, layers, head_product, paths) if plan_file \
-            else measure_plan(layers, head_product, paths)
-    embedding = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
+        timed = lambda: run_products(model, in_layers)  # noqa: E731 - the products as passes run them, to time
+        plan = cached_plan(plan_file, layers, head_product, paths, timed) if plan_file \
+            else measure_plan(timed(), head_product, paths)
     for module in linears:
         path = plan.head if module is head else plan.layers
-        if path in BLOCK_PATHS and blocks_of(module) is not None and module.weight is not embedding:
-            module.weight = nn.Parameter(torch.empty(module.weight.shape, dtype=module.weight.dtype, device="meta"),
-                                         requires_grad=False)
+        if path in BLOCK_PATHS:
+            drop_dense(model, [module])
         module.forward = PlannedForward(module, path)
     use_exact_attention(model, True)
     return plan, our_attention(model)
 
 
-def run_products(model: nn.Module, linears: list[nn.Linear]) -> list[Product]:
+def drop_dense(model: nn.Module, modules: list[nn.Linear]) -> None:
+    """Each of ``modules`` held in GGUF blocks (``blocks_of``) drops its dense weight for a meta tensor of its shape,
+    unless the model's input embedding shares it: its blocks are its weights from now on."""
+    embedding = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
+    for module in modules:
+        if blocks_of(module) is not None and module.weight is not embedding and not module.weight.is_meta:
+            module.weight = nn.Parameter(torch.empty(module.weight.shape, dtype=module.weight.dtype, device="meta"),
+                                         requires_grad=False)
+
+
+def run_products(model: nn.Module, linears: list[nn.Linear], shapes_only: bool = False) -> list[Product]:
     """The products ``model``'s passes run over ``linears`` (its layers' plain linears): the lean forward's fused
     ones (``fused_product``: the modules' weights become views of them) where it runs the model, else each
-    linear's own."""
+    linear's own; ``shapes_only``: the fused ones as meta tensors of their shapes (``fused_shape``), nothing copied."""
     if lean_unsupported(model) is not None:
         return products_of(linears)
     groups = [group for group in fused_groups(model) if all(module in linears for module in group)]
-    return [fused_product(group) for group in groups]
+    return [(fused_shape if shapes_only else fused_product)(group) for group in groups]
 
 
 @contextmanager

@@ -149,6 +149,16 @@ def fused_product(modules: list[nn.Linear]) -> Product:
     return weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None
 
 
+def fused_shape(modules: list[nn.Linear]) -> Product:
+    """``fused_product``'s weight as a meta tensor of its shape, carrying its blocks, and its bias; nothing copied."""
+    weight = modules[0].weight
+    rows = sum(module.weight.shape[0] for module in modules)
+    shape = torch.empty(rows, weight.shape[1], dtype=weight.dtype, device="meta")
+    biases = [m.bias for m in modules]
+    return (with_blocks(shape, fused([blocks_of(module) for module in modules])),
+            torch.cat(biases).detach() if all(b is not None for b in biases) else None)
+
+
 def _adjacent(weights: list[torch.Tensor]) -> bool:
     """Whether contiguous ``weights`` [out_i, in] lie one after the other in one storage."""
     storage, end = weights[0].untyped_storage().data_ptr(), weights[0].storage_offset()

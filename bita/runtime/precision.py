@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .blocks import blocks_of
 from .device import cpu_info, machine_key, median_seconds
 from . import native
 from .invariance import Invariance, probe_row_invariance
@@ -40,15 +41,18 @@ def bf16_hardware() -> bool:
     return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
-def model_key(model: nn.Module, what: str, runtime_key: str = "") -> str:
+def model_key(model: nn.Module, what: str, runtime_key: str = "", weights: str = "dense") -> str:
     """What a cached probe or choice depends on: the machine (``machine_key``; for a probe, its runtime's key,
-    which holds it, and the forward and kernel paths whose arithmetic it checked), the model's dtype and shapes."""
+    which holds it, and the forward and kernel paths whose arithmetic it checked), the model's dtype and shapes, and
+    for a choice ``weights`` (kernels.apply_kernels') with the GGUF block types its linears are held in."""
     config = model.config.get_text_config()
     shapes = [getattr(config, name, None) for name in ("model_type", "hidden_size", "intermediate_size",
                                                        "num_hidden_layers", "num_attention_heads",
                                                        "num_key_value_heads", "vocab_size")]
     dtype = model.get_input_embeddings().weight.dtype
-    return "|".join([what, runtime_key or machine_key(), str(dtype), str(shapes), INVARIANCE_VERSION])
+    held = sorted({source.name for source in map(blocks_of, model.modules()) if source is not None})
+    blocks = [f"weights {weights} {'+'.join(held)}"] if held and weights != "dense" else []
+    return "|".join([what, runtime_key or machine_key(), str(dtype), str(shapes), *blocks, INVARIANCE_VERSION])
 
 
 def checked_invariance(runtime: Runtime, path: Path | None) -> Invariance:
@@ -94,10 +98,11 @@ class DtypeChoice:
     reason: str
 
 
-def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], path: Path | None
-                     ) -> tuple[Runtime, DtypeChoice]:
+def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], path: Path | None,
+                     weights: str = "dense") -> tuple[Runtime, DtypeChoice]:
     """The runtime ``prepare`` makes of ``model`` (float32, not yet prepared) in the dtype ``--dtype auto``
-    takes (module docstring): float32, or bfloat16 where measured better."""
+    takes (module docstring): float32, or bfloat16 where measured better; ``weights``: what ``prepare`` was told
+    (a choice is kept for each, with the block types it ran on)."""
     if not bf16_hardware() and native.unavailable() is not None:
         return prepare(model), DtypeChoice("float32", "no bf16 hardware and no native kernels on this CPU")
     prepared: dict[torch.dtype, Runtime] = {}
@@ -109,7 +114,7 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], 
         return {"float32": pass_milliseconds(full), "bfloat16": pass_milliseconds(half),
                 "invariance": invariance.describe(), "invariant": invariance.holds}
 
-    found = measured(path, model_key(model, "dtype-choice"), "dtype choice", measure)
+    found = measured(path, model_key(model, "dtype-choice", weights=weights), "dtype choice", measure)
     costs = {name: sum(found[name].values()) for name in ("float32", "bfloat16")}
     timing = ", ".join(f"{name} {' / '.join(f'{ms:.1f}' for ms in found[name].values())} ms at 1 / {TIMED_ROWS} rows"
                        for name in ("float32", "bfloat16"))
