@@ -2,6 +2,10 @@
 in one process: the engine comparison of issue 46 (llama-cpp-python installed: pip install ".[llamacpp]").
 
     PYTHONPATH=. .venv/bin/python benchmarks/ar_vs_llamacpp.py [--context 300] [--rounds 15] [--dtype auto]
+        [--weights auto|dense|blocks]
+
+With ``--weights blocks`` (or ``auto`` where the plan takes the blocks) ours reads the GGUF's blocks and llama.cpp
+runs the file as shipped (the default model's Q4_1); with ``dense`` both run the de-quantised weights in the dtype.
 
 Each round times ``--tokens`` one-token steps of each after a ``--context``-token prompt: ours, a 1-row pass on the
 loaded runtime and its LM head (the cache cropped back after each); llama.cpp's, one ``eval`` of one token (its
@@ -28,11 +32,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--weights", default="auto", choices=("auto", "dense", "blocks"))
     parser.add_argument("--context", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--tokens", type=int, default=10)
     args = parser.parse_args()
-    loaded = load_model(args.model, device="cpu", dtype=args.dtype)
+    loaded = load_model(args.model, device="cpu", dtype=args.dtype, weights=args.weights)
     why = absent_because(loaded)
     assert why is None, why
     runtime, llama = loaded.runtime, llama_for(loaded)
