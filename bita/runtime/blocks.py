@@ -87,8 +87,9 @@ def fused(sources: list[BlockSource | None]) -> BlockSource | None:
     """The source of the products' rows one after the other (a fused product), where every part is held in blocks
     of one type in one file (else None)."""
     first = sources[0]
-    if any(source is None for source in sources) or any(
-            (source.file, source.type, source.columns) != (first.file, first.type, first.columns) for source in sources):
+    if any(source is None for source in sources):
+        return None
+    if any((source.file, source.type, source.columns) != (first.file, first.type, first.columns) for source in sources):
         return None
     return BlockSource(first.file, first.type, first.columns, sum((source.parts for source in sources), ()),
                        first.file_size)

@@ -395,8 +395,8 @@ def _packed_fits(packed: torch.Tensor, spec: Kernel, dtype: torch.dtype, rows: i
     """``packed`` is ``pack``'s copy of a weight [rows, columns] for ``spec`` (blocks: its header says that shape)."""
     if not spec.blocks:
         return _fits(packed, dtype, (spec.packed_size(rows, columns, dtype),))
-    return isinstance(packed, torch.Tensor) and packed.dtype == torch.uint8 and packed.is_cpu and packed.dim() == 1 and packed.numel() >= 12 \
-        and packed[:12].view(torch.int32)[1:].tolist() == [rows, columns]
+    return isinstance(packed, torch.Tensor) and packed.dtype == torch.uint8 and packed.is_cpu and packed.dim() == 1 \
+        and packed.numel() >= 12 and packed[:12].view(torch.int32)[1:].tolist() == [rows, columns]
 
 
 def _suffix(dtype: torch.dtype) -> str:

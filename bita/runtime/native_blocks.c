@@ -86,7 +86,8 @@ int bita_blocks_pack(const uint8_t *raw, uint8_t *p, int type, int N, int K) {
                 continue;
             }
             if (type == GGML_Q4_1) memcpy(to + 2 * TILE + 2 * lane, from + 2, 2);  /* m (Q4_0's, -8 d, is computed) */
-            const uint8_t *qs = from + (type == GGML_Q4_1 ? 4 : 2);  /* k < 16: low nibble of byte k, else high of k-16 */
+            /* k < 16: the low nibble of byte k, else the high one of byte k - 16 */
+            const uint8_t *qs = from + (type == GGML_Q4_1 ? 4 : 2);
             for (int k = 0; k < QK; k += 2) {
                 const int low = k < 16 ? qs[k] & 15 : qs[k - 16] >> 4, high = k + 1 < 16 ? qs[k + 1] & 15
                                                                                           : qs[k + 1 - 16] >> 4;
@@ -120,51 +121,51 @@ static inline __attribute__((always_inline)) void block_pair(const uint8_t *bloc
 
 /* One part of a tile of ``type`` blocks against rows rows of the panel xp [K][rows]: y [rows][width] = x . tile +
  * bias, x[k] w[k] added to each output's sum by one FMA in the order of k. */
-#define FMA_TILE(name, type, S, kind)                                                                            \
-static inline __attribute__((always_inline)) void name(const float *xp, const uint8_t *p, const float *bias,     \
-                                                       const type *residual, type *y, const int rows, int K,      \
-                                                       int ldy, int width, int part) {                           \
-    vec acc[MAX_ROWS][SPAN];                                                                                     \
-    for (int i = 0; i < rows; i++) for (int v = 0; v < SPAN; v++) acc[i][v] = vzero();                           \
-    const int block = packed_block(kind), first = part * SPAN * LANES;                                           \
-    for (int b = 0; b < K / QK; b++, p += block) {                                                               \
-        for (int line = 0; line < block; line += 128) prefetch(p + line);                                        \
-        for (int j = 0; j < QK / 2; j++, xp += 2 * rows) {                                                       \
-            vec even[SPAN], odd[SPAN];                                                                           \
-            for (int v = 0; v < SPAN; v++) block_pair(p, kind, j, first + v * LANES, &even[v], &odd[v]);         \
-            for (int i = 0; i < rows; i++) {                                                                     \
-                const vec x0 = vbroadcast(xp[i]);                                                                \
-                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x0, even[v], acc[i][v]);                         \
-            }                                                                                                    \
-            for (int i = 0; i < rows; i++) {                                                                     \
-                const vec x1 = vbroadcast(xp[rows + i]);                                                         \
-                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x1, odd[v], acc[i][v]);                          \
-            }                                                                                                    \
-        }                                                                                                        \
-    }                                                                                                            \
-    EPILOGUE(type, S)                                                                                            \
+#define FMA_TILE(name, type, S, kind)                                                                                \
+static inline __attribute__((always_inline)) void name(const float *xp, const uint8_t *p, const float *bias,         \
+                                                       const type *residual, type *y, const int rows, int K,         \
+                                                       int ldy, int width, int part) {                               \
+    vec acc[MAX_ROWS][SPAN];                                                                                         \
+    for (int i = 0; i < rows; i++) for (int v = 0; v < SPAN; v++) acc[i][v] = vzero();                               \
+    const int block = packed_block(kind), first = part * SPAN * LANES;                                               \
+    for (int b = 0; b < K / QK; b++, p += block) {                                                                   \
+        for (int line = 0; line < block; line += 128) prefetch(p + line);                                            \
+        for (int j = 0; j < QK / 2; j++, xp += 2 * rows) {                                                           \
+            vec even[SPAN], odd[SPAN];                                                                               \
+            for (int v = 0; v < SPAN; v++) block_pair(p, kind, j, first + v * LANES, &even[v], &odd[v]);             \
+            for (int i = 0; i < rows; i++) {                                                                         \
+                const vec x0 = vbroadcast(xp[i]);                                                                    \
+                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x0, even[v], acc[i][v]);                             \
+            }                                                                                                        \
+            for (int i = 0; i < rows; i++) {                                                                         \
+                const vec x1 = vbroadcast(xp[rows + i]);                                                             \
+                for (int v = 0; v < SPAN; v++) acc[i][v] = vfma(x1, odd[v], acc[i][v]);                              \
+            }                                                                                                        \
+        }                                                                                                            \
+    }                                                                                                                \
+    EPILOGUE(type, S)                                                                                                \
 }
 
 /* The sweeps and products of one block type (suffix t: q4_0, q4_1, q8_0), in float32 and in bf16 activations. */
-#define FMA_KERNELS(t, kind)                                                                                     \
-    FMA_TILE(t##_f32, float, f, kind)                                                                            \
-    FMA_TILE(t##_bf16, uint16_t, u16, kind)                                                                      \
-    ROW_CASES(t##_f32, float, uint8_t, float)                                                                    \
-    ROW_CASES(t##_bf16, float, uint8_t, uint16_t)                                                                \
-    LINEAR(static, t##_linear_f32, float, uint8_t, float, t##_f32, (size_t)(K / QK) * packed_block(kind), K,     \
-           panel_f, f, SWEEP, PARTS)                                                                                    \
-    LINEAR(static, t##_linear_bf16, uint16_t, uint8_t, float, t##_bf16, (size_t)(K / QK) * packed_block(kind), K, \
+#define FMA_KERNELS(t, kind)                                                                                         \
+    FMA_TILE(t##_f32, float, f, kind)                                                                                \
+    FMA_TILE(t##_bf16, uint16_t, u16, kind)                                                                          \
+    ROW_CASES(t##_f32, float, uint8_t, float)                                                                        \
+    ROW_CASES(t##_bf16, float, uint8_t, uint16_t)                                                                    \
+    LINEAR(static, t##_linear_f32, float, uint8_t, float, t##_f32, (size_t)(K / QK) * packed_block(kind), K,         \
+           panel_f, f, SWEEP, PARTS)                                                                                 \
+    LINEAR(static, t##_linear_bf16, uint16_t, uint8_t, float, t##_bf16, (size_t)(K / QK) * packed_block(kind), K,    \
            panel_u16, u16, SWEEP, PARTS)
 FMA_KERNELS(q4_0, GGML_Q4_0)
 FMA_KERNELS(q4_1, GGML_Q4_1)
 FMA_KERNELS(q8_0, GGML_Q8_0)
 
 /* The product of a packed copy by its type (its header's first int). */
-#define BY_TYPE(p, call)                                                                                         \
-    switch (*(const int32_t *)(p)) {                                                                             \
-        case GGML_Q4_0: q4_0_##call; break;                                                                      \
-        case GGML_Q4_1: q4_1_##call; break;                                                                      \
-        default: q8_0_##call;                                                                                    \
+#define BY_TYPE(p, call)                                                                                             \
+    switch (*(const int32_t *)(p)) {                                                                                 \
+        case GGML_Q4_0: q4_0_##call; break;                                                                          \
+        case GGML_Q4_1: q4_1_##call; break;                                                                          \
+        default: q8_0_##call;                                                                                        \
     }
 
 #if defined(__AVX512BF16__)
@@ -174,7 +175,8 @@ FMA_KERNELS(q8_0, GGML_Q8_0)
 static inline __attribute__((always_inline)) __m512bh integer_pairs(const uint8_t *block, int type, int j, int at) {
     if (type == GGML_Q8_0) {
         const uint8_t *q = block + integers_at(type) + 2 * j * TILE + at;
-        const __m512i even = _mm512_castps_si512(vint(vwiden_i8(q))), odd = _mm512_castps_si512(vint(vwiden_i8(q + TILE)));
+        const __m512i even = _mm512_castps_si512(vint(vwiden_i8(q)));
+        const __m512i odd = _mm512_castps_si512(vint(vwiden_i8(q + TILE)));
         return (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(even, 16), odd,
                                                    _mm512_set1_epi32((int)0xffff0000u), 0xf8);  /* a | (b & c) */
     }
@@ -196,33 +198,33 @@ static inline __attribute__((always_inline)) __m512bh integer_pairs(const uint8_
  * 16 rows). A row's block sums in two chains (even and odd pairs), added at the block's end: one chain made a pass
  * of few rows wait on vdpbf16ps' latency (there, 3.2 ms instead of 4.2 at one row, 5.0 instead of 6.2 at four).
  * Its bits are its own: no dense kernel sums in this order. */
-#define DOT_TILE(name, kind)                                                                                     \
-static inline __attribute__((always_inline)) void name(const uint32_t *xp, const uint8_t *p, const float *bias,  \
-                                                       const uint16_t *residual, uint16_t *y, const int rows,    \
-                                                       int K, int ldy, int width, int part) {                    \
-    vec acc[MAX_ROWS][1];                                                                                        \
-    for (int i = 0; i < rows; i++) acc[i][0] = vzero();                                                          \
-    const float *sums = (const float *)(xp + (size_t)(K / 2) * rows);                                            \
-    const int block = packed_block(kind), at = part * LANES;                                                     \
-    for (int b = 0; b < K / QK; b++, p += block, sums += rows) {                                                 \
-        for (int line = 0; line < block; line += 128) prefetch(p + line);                                        \
-        vec even[MAX_ROWS], odd[MAX_ROWS];  /* two chains a row: half the latency a block waits on */              \
-        for (int i = 0; i < rows; i++) even[i] = odd[i] = vzero();                                               \
-        for (int j = 0; j < QK / 2; j += 2, xp += 2 * rows) {                                                    \
-            const __m512bh w0 = integer_pairs(p, kind, j, at), w1 = integer_pairs(p, kind, j + 1, at);           \
-            for (int i = 0; i < rows; i++) {                                                                     \
-                even[i] = _mm512_dpbf16_ps(even[i], (__m512bh)_mm512_set1_epi32((int)xp[i]), w0);                \
-                odd[i] = _mm512_dpbf16_ps(odd[i], (__m512bh)_mm512_set1_epi32((int)xp[rows + i]), w1);           \
-            }                                                                                                    \
-        }                                                                                                        \
-        const vec d = vload_half(p + 2 * at);                                                                    \
-        for (int i = 0; i < rows; i++) acc[i][0] = vfma(d, vadd(even[i], odd[i]), acc[i][0]);                    \
-        if (kind != GGML_Q8_0) {                                                                                 \
-            const vec m = kind == GGML_Q4_1 ? vload_half(p + 2 * TILE + 2 * at) : vmul(d, vbroadcast(-8.0f));    \
-            for (int i = 0; i < rows; i++) acc[i][0] = vfma(m, vbroadcast(sums[i]), acc[i][0]);                  \
-        }                                                                                                        \
-    }                                                                                                            \
-    EPILOGUE_OF(uint16_t, u16, 1)                                                                                \
+#define DOT_TILE(name, kind)                                                                                         \
+static inline __attribute__((always_inline)) void name(const uint32_t *xp, const uint8_t *p, const float *bias,      \
+                                                       const uint16_t *residual, uint16_t *y, const int rows,        \
+                                                       int K, int ldy, int width, int part) {                        \
+    vec acc[MAX_ROWS][1];                                                                                            \
+    for (int i = 0; i < rows; i++) acc[i][0] = vzero();                                                              \
+    const float *sums = (const float *)(xp + (size_t)(K / 2) * rows);                                                \
+    const int block = packed_block(kind), at = part * LANES;                                                         \
+    for (int b = 0; b < K / QK; b++, p += block, sums += rows) {                                                     \
+        for (int line = 0; line < block; line += 128) prefetch(p + line);                                            \
+        vec even[MAX_ROWS], odd[MAX_ROWS];  /* two chains a row: half the latency a block waits on */                \
+        for (int i = 0; i < rows; i++) even[i] = odd[i] = vzero();                                                   \
+        for (int j = 0; j < QK / 2; j += 2, xp += 2 * rows) {                                                        \
+            const __m512bh w0 = integer_pairs(p, kind, j, at), w1 = integer_pairs(p, kind, j + 1, at);               \
+            for (int i = 0; i < rows; i++) {                                                                         \
+                even[i] = _mm512_dpbf16_ps(even[i], (__m512bh)_mm512_set1_epi32((int)xp[i]), w0);                    \
+                odd[i] = _mm512_dpbf16_ps(odd[i], (__m512bh)_mm512_set1_epi32((int)xp[rows + i]), w1);               \
+            }                                                                                                        \
+        }                                                                                                            \
+        const vec d = vload_half(p + 2 * at);                                                                        \
+        for (int i = 0; i < rows; i++) acc[i][0] = vfma(d, vadd(even[i], odd[i]), acc[i][0]);                        \
+        if (kind != GGML_Q8_0) {                                                                                     \
+            const vec m = kind == GGML_Q4_1 ? vload_half(p + 2 * TILE + 2 * at) : vmul(d, vbroadcast(-8.0f));        \
+            for (int i = 0; i < rows; i++) acc[i][0] = vfma(m, vbroadcast(sums[i]), acc[i][0]);                      \
+        }                                                                                                            \
+    }                                                                                                                \
+    EPILOGUE_OF(uint16_t, u16, 1)                                                                                    \
 }
 
 /* The dot sweep's panel: x's pairs as they lie in memory for k2 < K / 2, then each block's sum of x in the order
@@ -236,10 +238,10 @@ static inline uint32_t panel_pair_sums(const uint16_t *x, int m, int k2, int K) 
     memcpy(&bits, &sum, 4);
     return bits;
 }
-#define DOT_KERNELS(t, kind)                                                                                     \
-    DOT_TILE(t##_dot, kind)                                                                                      \
-    ROW_CASES(t##_dot, uint32_t, uint8_t, uint16_t)                                                              \
-    LINEAR(static, t##_linear_dot, uint16_t, uint8_t, uint32_t, t##_dot, (size_t)(K / QK) * packed_block(kind),   \
+#define DOT_KERNELS(t, kind)                                                                                         \
+    DOT_TILE(t##_dot, kind)                                                                                          \
+    ROW_CASES(t##_dot, uint32_t, uint8_t, uint16_t)                                                                  \
+    LINEAR(static, t##_linear_dot, uint16_t, uint8_t, uint32_t, t##_dot, (size_t)(K / QK) * packed_block(kind),      \
            K / 2 + K / QK, panel_pair_sums, u16, DOT_SWEEP, VECS)
 DOT_KERNELS(q4_0, GGML_Q4_0)
 DOT_KERNELS(q4_1, GGML_Q4_1)

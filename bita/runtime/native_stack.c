@@ -52,9 +52,11 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
     const float *b = (const float *)(intptr_t)bias;
     const uint8_t *blocks = (const uint8_t *)(intptr_t)packed;
     if (k.kernel == KERNEL_BLOCKS_DOT) bita_blocks_dot_linear(x, blocks, b, residual, y, M, N, K, k.threads);
-    else if (k.kernel == KERNEL_BLOCKS && k.bf16) bita_blocks_linear_bf16(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_BLOCKS && k.bf16)
+        bita_blocks_linear_bf16(x, blocks, b, residual, y, M, N, K, k.threads);
     else if (k.kernel == KERNEL_BLOCKS) bita_blocks_linear_f32(x, blocks, b, residual, y, M, N, K, k.threads);
-    else if (k.kernel == KERNEL_AMX) bita_amx_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_AMX)
+        bita_amx_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
     else if (k.kernel == KERNEL_DOT)
         bita_dot_linear(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
     else if (k.bf16) bita_linear_bf16(x, (const void *)(intptr_t)packed, b, residual, y, M, N, K, k.threads);
@@ -71,8 +73,9 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
 int bita_stack(const int64_t *weights, int L, int bf16, int kernel, const void *x, void *out, const void *cos,
                const void *sin, const uint8_t *allowed, int K, void *kv, int capacity, int start, int R, int hidden,
                int heads, int kv_heads, int D, int inter, float eps, float scale, int threads) {
-    const int held = bf16 && (kernel == KERNEL_AMX ? !!bita_amx_linear : kernel == KERNEL_DOT ? !!bita_dot_linear
-                                                                       : kernel == KERNEL_BLOCKS_DOT && bita_blocks_dot_linear);
+    const int held = bf16 && (kernel == KERNEL_AMX ? !!bita_amx_linear
+                              : kernel == KERNEL_DOT ? !!bita_dot_linear
+                              : kernel == KERNEL_BLOCKS_DOT && bita_blocks_dot_linear);
     const int fallback = kernel >= KERNEL_BLOCKS ? KERNEL_BLOCKS : KERNEL_NATIVE;
     const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS ? kernel : fallback, threads};
     const size_t size = bf16 ? 2 : 4, width = (size_t)(heads + 2 * kv_heads) * D, q_size = (size_t)heads * D;
