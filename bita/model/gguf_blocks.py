@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType
+from gguf import GGMLQuantizationType, dequantize
 from torch import nn
 
 from ..errors import BitaError
@@ -51,8 +51,6 @@ def _gguf_names(model: nn.Module) -> Callable[[str], str | None]:
 def _agrees(source: BlockSource, weight: torch.Tensor) -> bool:
     """Whether ``source``'s blocks, de-quantised as gguf-py does (rounded to the weight's dtype), equal ``weight``
     [rows, columns] on CHECKED_ROWS rows."""
-    from gguf import GGMLQuantizationType, dequantize
-
     raw = source.raw()
     rows = sorted({0, source.rows // 2, source.rows - 1})
     values = torch.from_numpy(np.ascontiguousarray(dequantize(raw[rows], GGMLQuantizationType(source.type))))

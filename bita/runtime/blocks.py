@@ -10,6 +10,7 @@ the kernel plan's blocks paths read (``blocks_of``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-# ggml's block types the kernels read: their numbers, bytes a block of 32 inputs, names
-BLOCK_TYPES = {2: (18, "Q4_0"), 3: (20, "Q4_1"), 8: (34, "Q8_0")}
+BLOCK_TYPES = {2: "Q4_0", 3: "Q4_1", 8: "Q8_0"}  # ggml's block types the kernels read: their numbers and names
 BLOCK_INPUTS = 32
 ATTRIBUTE = "bita_blocks"  # where a module or a product's weight keeps its BlockSource
 
@@ -51,7 +51,7 @@ class BlockSource:
     @property
     def name(self) -> str:
         """The block type's name, e.g. 'Q4_1'."""
-        return BLOCK_TYPES[self.type][1]
+        return BLOCK_TYPES[self.type]
 
     def raw(self) -> np.ndarray:
         """The blocks as transformers' rows order them: uint8 [rows, columns / 32 x block bytes]. Raises ValueError
@@ -98,6 +98,11 @@ def fused(sources: list[BlockSource | None]) -> BlockSource | None:
 def blocks_of(weight: torch.Tensor | nn.Module) -> BlockSource | None:
     """The blocks a product's weight, or a linear module, is held in (None: dense alone)."""
     return getattr(weight, ATTRIBUTE, None)
+
+
+def held_types(held: Iterable[torch.Tensor | nn.Module]) -> list[str]:
+    """The block types (sorted names) the weights or modules ``held`` are held in, those held in blocks."""
+    return sorted({source.name for source in map(blocks_of, held) if source is not None})
 
 
 def with_blocks(weight: torch.Tensor, source: BlockSource | None) -> torch.Tensor:

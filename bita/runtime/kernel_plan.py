@@ -53,7 +53,7 @@ from torch import nn
 from tqdm import tqdm
 
 from . import native
-from .blocks import blocks_of, with_blocks
+from .blocks import blocks_of, held_types, with_blocks
 from .device import machine_key, median_seconds
 from .measured import MIN_GAIN, measured
 
@@ -302,8 +302,7 @@ def plan_key(layers: Sequence[Product], head: Product | None, paths: Sequence[st
     weight = layers[0][0] if layers else head[0]
     paths = paths or offered_paths(weight)
     digest = hashlib.sha1(str(shapes).encode()).hexdigest()[:12]
-    held = sorted({source.name for source in map(blocks_of, [w for w, _ in layers] + ([head[0]] if head else []))
-                   if source is not None})
+    held = held_types([w for w, _ in layers] + ([head[0]] if head else []))
     blocks = [f"blocks {'+'.join(held)}"] if held and set(paths) & set(BLOCK_PATHS) else []
     return "|".join([machine_key(), str(weight.dtype), f"shapes {digest}", *blocks, "+".join(paths), PLAN_VERSION])
 

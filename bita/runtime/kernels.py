@@ -112,10 +112,9 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         timed = lambda: run_products(model, in_layers)  # noqa: E731 - the products as passes run them, to time
         plan = cached_plan(plan_file, layers, head_product, paths, timed) if plan_file \
             else measure_plan(timed(), head_product, paths)
-    for module in linears:
-        path = plan.head if module is head else plan.layers
-        if path in BLOCK_PATHS:
-            drop_dense(model, [module])
+    chosen = {module: plan.head if module is head else plan.layers for module in linears}
+    drop_dense(model, [module for module, path in chosen.items() if path in BLOCK_PATHS])
+    for module, path in chosen.items():
         module.forward = PlannedForward(module, path)
     use_exact_attention(model, True)
     return plan, our_attention(model)

@@ -144,18 +144,21 @@ def fused_product(modules: list[nn.Linear]) -> Product:
             rows = module.weight.shape[0]
             module.weight.data = weight[offset:offset + rows]
             offset += rows
-    biases = [m.bias for m in modules]
-    weight = with_blocks(weight.detach(), fused([blocks_of(module) for module in modules]))
-    return weight, torch.cat(biases).detach() if all(b is not None for b in biases) else None
+    return _with_blocks_and_bias(weight, modules)
 
 
 def fused_shape(modules: list[nn.Linear]) -> Product:
     """``fused_product``'s weight as a meta tensor of its shape, carrying its blocks, and its bias; nothing copied."""
     weight = modules[0].weight
     rows = sum(module.weight.shape[0] for module in modules)
-    shape = torch.empty(rows, weight.shape[1], dtype=weight.dtype, device="meta")
+    return _with_blocks_and_bias(torch.empty(rows, weight.shape[1], dtype=weight.dtype, device="meta"), modules)
+
+
+def _with_blocks_and_bias(weight: torch.Tensor, modules: list[nn.Linear]) -> Product:
+    """The fused product of ``modules`` with ``weight`` [sum out, in]: it carries their blocks fused
+    (runtime/blocks.py), and their biases concatenated [sum out] (None unless each has one)."""
     biases = [m.bias for m in modules]
-    return (with_blocks(shape, fused([blocks_of(module) for module in modules])),
+    return (with_blocks(weight, fused([blocks_of(module) for module in modules])),
             torch.cat(biases).detach() if all(b is not None for b in biases) else None)
 
 

@@ -64,6 +64,7 @@ from typing import NamedTuple
 import torch
 
 from ..package_data import cache_root
+from .blocks import blocks_of
 from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name)
@@ -227,7 +228,6 @@ def _load(target: Path) -> ctypes.CDLL:
             getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
     library.bita_blocks_size.argtypes, library.bita_blocks_size.restype = [integer] * 3, ctypes.c_longlong
     library.bita_blocks_pack.argtypes = [pointer] * 2 + [integer] * 3
-    library.bita_blocks_rows.argtypes = [pointer] * 2 + [integer, pointer, integer]
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
     if hasattr(library, "bita_attention_on_tiles"):  # a build of earlier sources has none (benchmarks' --against)
         library.bita_attention_on_tiles.argtypes = [integer]
@@ -377,8 +377,6 @@ def pack(weight: torch.Tensor, kernel: str = "native") -> torch.Tensor | None:
 def _pack_blocks(weight: torch.Tensor, spec: Kernel) -> torch.Tensor | None:
     """The GGUF blocks ``weight`` [N, K] is held in, repacked for ``spec`` (None: none, or none the kernels read).
     Raises ValueError where they are not of the weight's shape, or the file changed."""
-    from .blocks import blocks_of
-
     source = blocks_of(weight)
     if source is None or not spec.packed_size(*weight.shape, source):
         return None

@@ -109,14 +109,17 @@ static inline void q8_pair(const uint8_t *block, int j, int at, vec d, vec *even
     *even = vmul(d, vint(vwiden_i8(q)));
     *odd = vmul(d, vint(vwiden_i8(q + TILE)));
 }
+/* The offsets m of a Q4 block's LANES outputs from ``at`` (scales d): Q4_1's as stored, Q4_0's -8 d (exact). */
+static inline vec q4_offsets(const uint8_t *block, int type, int at, vec d) {
+    return type == GGML_Q4_1 ? vload_half(block + 2 * TILE + 2 * at) : vmul(d, vbroadcast(-8.0f));
+}
 /* A block's weights of k = 2j and 2j + 1 for LANES outputs from ``at``, of ggml type ``type`` (a constant where
  * inlined: each sweep below is compiled for one type). */
 static inline __attribute__((always_inline)) void block_pair(const uint8_t *block, int type, int j, int at,
                                                              vec *even, vec *odd) {
     const vec d = vload_half(block + 2 * at);
     if (type == GGML_Q8_0) q8_pair(block, j, at, d, even, odd);
-    else q4_pair(block, type, j, at, d, type == GGML_Q4_1 ? vload_half(block + 2 * TILE + 2 * at)
-                                                          : vmul(d, vbroadcast(-8.0f)), even, odd);
+    else q4_pair(block, type, j, at, d, q4_offsets(block, type, at, d), even, odd);
 }
 
 /* One part of a tile of ``type`` blocks against rows rows of the panel xp [K][rows]: y [rows][width] = x . tile +
@@ -220,7 +223,7 @@ static inline __attribute__((always_inline)) void name(const uint32_t *xp, const
         const vec d = vload_half(p + 2 * at);                                                                        \
         for (int i = 0; i < rows; i++) acc[i][0] = vfma(d, vadd(even[i], odd[i]), acc[i][0]);                        \
         if (kind != GGML_Q8_0) {                                                                                     \
-            const vec m = kind == GGML_Q4_1 ? vload_half(p + 2 * TILE + 2 * at) : vmul(d, vbroadcast(-8.0f));        \
+            const vec m = q4_offsets(p, kind, at, d);                                                                \
             for (int i = 0; i < rows; i++) acc[i][0] = vfma(m, vbroadcast(sums[i]), acc[i][0]);                      \
         }                                                                                                            \
     }                                                                                                                \
@@ -265,33 +268,4 @@ void bita_blocks_linear_f32(const float *x, const uint8_t *p, const float *bias,
 void bita_blocks_linear_bf16(const uint16_t *x, const uint8_t *p, const float *bias, const uint16_t *residual,
                              uint16_t *y, int M, int N, int K, int threads) {
     BY_TYPE(p, linear_bf16(x, p + HEADER, bias, residual, y, M, N, K, threads))
-}
-
-/* Rows ids [count] of W (as bita_blocks_pack packed it, [N, K]) de-quantised into out [count, K], float32 (bf16 0)
- * or rounded to bf16 (bf16 1): an embedding's lookup from its blocks. */
-void bita_blocks_rows(const uint8_t *p, const int64_t *ids, int count, void *out, int bf16) {
-    const int32_t type = ((const int32_t *)p)[0], K = ((const int32_t *)p)[2], blocks = K / QK;
-    const int size = packed_block(type);
-    for (int r = 0; r < count; r++) {
-        const int64_t n = ids[r];
-        const int lane = (int)(n % TILE);
-        for (int b = 0; b < blocks; b++) {
-            const uint8_t *block = p + HEADER + ((size_t)(n / TILE) * blocks + b) * size;
-            uint16_t dh, mh = 0;
-            memcpy(&dh, block + 2 * lane, 2);
-            if (type == GGML_Q4_1) memcpy(&mh, block + 2 * TILE + 2 * lane, 2);
-            const float d = _cvtsh_ss(dh), m = type == GGML_Q4_0 ? -8.0f * d : _cvtsh_ss(mh);
-            for (int k = 0; k < QK; k++) {
-                float w;
-                if (type == GGML_Q8_0) w = d * (float)(int8_t)block[integers_at(type) + k * TILE + lane];
-                else {
-                    const uint8_t pair = block[integers_at(type) + (k / 2) * TILE + lane];
-                    w = __builtin_fmaf(d, (float)(k % 2 ? pair >> 4 : pair & 15), m);
-                }
-                const size_t at = (size_t)r * K + (size_t)b * QK + k;
-                if (bf16) ((uint16_t *)out)[at] = float_to_bf16(w);
-                else ((float *)out)[at] = w;
-            }
-        }
-    }
 }

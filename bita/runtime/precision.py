@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .blocks import blocks_of
+from .blocks import held_types
 from .device import cpu_info, machine_key, median_seconds
 from . import native
 from .invariance import Invariance, probe_row_invariance
@@ -50,7 +50,7 @@ def model_key(model: nn.Module, what: str, runtime_key: str = "", weights: str =
                                                        "num_hidden_layers", "num_attention_heads",
                                                        "num_key_value_heads", "vocab_size")]
     dtype = model.get_input_embeddings().weight.dtype
-    held = sorted({source.name for source in map(blocks_of, model.modules()) if source is not None})
+    held = held_types(model.modules())
     blocks = [f"weights {weights} {'+'.join(held)}"] if held and weights != "dense" else []
     return "|".join([what, runtime_key or machine_key(), str(dtype), str(shapes), *blocks, INVARIANCE_VERSION])
 
