@@ -15,6 +15,8 @@ Three paths that torch ships, and two of our own, compute ``x @ W.T + b`` for a 
   block types the kernels read;
 - BLOCKS_DOT: BLOCKS' integers summed a block at a time by vdpbf16ps, then scaled (bf16; its own bits), where DOT
   runs;
+- BLOCKS_Q8: the blocks against each row quantised to 8 bits a block of 32 (native_blocks_q8.c: exact integer dot
+  products, as llama.cpp computes them; row-invariant by construction, its own bits), where the library holds it;
 - TRITON: triton_linear.py's fixed tiles on a GPU, row-invariant at any row count (chosen for a GPU's passes by
   padded.py, never timed here).
 
@@ -58,10 +60,10 @@ from .device import machine_key, median_seconds
 from .measured import MIN_GAIN, measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX = "stock", "transposed", "packed", "native", "dot", "amx"
-BLOCKS, BLOCKS_DOT = "blocks", "blocks-dot"  # the native kernels on a GGUF's blocks (native.KERNELS' blocks ones)
+BLOCKS, BLOCKS_DOT, BLOCKS_Q8 = "blocks", "blocks-dot", "blocks-q8"  # native.KERNELS' kernels on a GGUF's blocks
 TRITON = "triton"  # triton_linear.py's fixed tiles on a GPU: row-invariant at any row count (chosen for it, not timed)
-PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, BLOCKS, BLOCKS_DOT, TRITON)
-BLOCK_PATHS = (BLOCKS, BLOCKS_DOT)
+PATHS = (STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX, BLOCKS, BLOCKS_DOT, BLOCKS_Q8, TRITON)
+BLOCK_PATHS = (BLOCKS, BLOCKS_DOT, BLOCKS_Q8)
 NATIVE_PATHS = tuple(native.KERNELS)  # the native library's kernels: native.KERNELS, by these paths' names
 TIMED_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)  # the row counts of the kernel table (benchmarks/kernel_table.py)
 DECODE_ROWS = (1, 4, 8, 16)  # an AR pass and tree passes: the rows a plan is chosen on (their times summed)

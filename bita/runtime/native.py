@@ -69,8 +69,9 @@ from .device import cpu_info
 
 SOURCES = tuple(Path(__file__).with_name(name)
                 for name in ("native_linear.c", "native_attention.c", "native_layer.c", "native_amx.c",
-                             "native_amx_attention.c", "native_stack.c", "native_blocks.c"))
-HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_simd.h", "native_tiles.h", "native_attention.h"))
+                             "native_amx_attention.c", "native_stack.c", "native_blocks.c", "native_blocks_q8.c"))
+HEADERS = tuple(Path(__file__).with_name(name)
+                for name in ("native_simd.h", "native_tiles.h", "native_attention.h", "native_blocks.h"))
 DTYPES = (torch.bfloat16, torch.float32)
 BF16_DTYPES = (torch.bfloat16,)  # the AMX and dot kernels take bf16 alone
 AMX_BLOCK, AMX_CHUNK = 16, 32  # native_amx.c's packing: blocks of 16 outputs, chunks of 32 inputs
@@ -223,11 +224,16 @@ def _load(target: Path) -> ctypes.CDLL:
         getattr(library, name).argtypes = [pointer] * 5 + [integer] * 6 + [ctypes.c_float, integer]
     library.bita_stack.argtypes = [pointer] + [integer] * 3 + [pointer] * 5 + [integer, pointer] + [integer] * 8 + \
         [ctypes.c_float] * 2 + [integer]
-    for name in ("bita_blocks_linear_bf16", "bita_blocks_linear_f32", "bita_blocks_dot_linear"):
-        if hasattr(library, name):  # bita_blocks_dot_linear: where the compiler enabled AVX512-BF16
-            getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4
+    for name in ("bita_blocks_linear_bf16", "bita_blocks_linear_f32", "bita_blocks_dot_linear",
+                 "bita_blocks_q8_linear_bf16", "bita_blocks_q8_linear_f32"):
+        if hasattr(library, name):  # bita_blocks_dot_linear: where the compiler enabled AVX512-BF16; the q8 ones
+            getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4  # where AVX-512 comes with BW, or none
     library.bita_blocks_size.argtypes, library.bita_blocks_size.restype = [integer] * 3, ctypes.c_longlong
-    library.bita_blocks_pack.argtypes = [pointer] * 2 + [integer] * 3
+    for name in ("bita_blocks_pack", "bita_blocks_q8_pack"):
+        if hasattr(library, name):
+            getattr(library, name).argtypes = [pointer] * 2 + [integer] * 3
+    if hasattr(library, "bita_blocks_q8_isa"):
+        library.bita_blocks_q8_isa.restype = ctypes.c_char_p
     library.bita_attention_limits.argtypes = [ctypes.POINTER(ctypes.c_int)] * 2
     if hasattr(library, "bita_attention_on_tiles"):  # a build of earlier sources has none (benchmarks' --against)
         library.bita_attention_on_tiles.argtypes = [integer]
@@ -287,6 +293,21 @@ def dot_unavailable() -> str | None:
     if why is None and not hasattr(_library, "bita_dot_linear"):
         why = "the dot kernel is not built: the compiler's -march=native does not enable AVX512-BF16 here"
     return why
+
+
+def q8_unavailable() -> str | None:
+    """Why the 8-bit-activation blocks kernel (native_blocks_q8.c) cannot run here (None: it can): the native library
+    must load and hold it (not built where the CPU has AVX-512 without its byte instructions, AVX512-BW)."""
+    why = unavailable()
+    if why is None and not hasattr(_library, "bita_blocks_q8_linear_f32"):
+        why = "the 8-bit-activation kernel is not built: the CPU has AVX-512 without AVX512-BW"
+    return why
+
+
+def integer_dots() -> str:
+    """The byte products the 8-bit-activation kernel runs here: 'avx512-vnni', 'avx-vnni', 'avx512bw' or 'avx2'
+    ('unavailable' where it cannot run: ``q8_unavailable``)."""
+    return "unavailable" if q8_unavailable() else _library.bita_blocks_q8_isa().decode()
 
 
 def attention_on_tiles(head_dim: int, dtype: torch.dtype) -> bool:
@@ -349,7 +370,9 @@ KERNELS = {"native": Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "
            "dot": Kernel(dot_unavailable, BF16_DTYPES, _packed_size, "bita_pack_{}", "bita_dot_linear", 2),
            "blocks": Kernel(unavailable, DTYPES, _blocks_size, "bita_blocks_pack", "bita_blocks_linear_{}", 3, True),
            "blocks-dot": Kernel(dot_unavailable, BF16_DTYPES, _blocks_size, "bita_blocks_pack",
-                                "bita_blocks_dot_linear", 4, True)}
+                                "bita_blocks_dot_linear", 4, True),
+           "blocks-q8": Kernel(q8_unavailable, DTYPES, _blocks_size, "bita_blocks_q8_pack", "bita_blocks_q8_linear_{}",
+                               5, True)}
 
 
 def pack(weight: torch.Tensor, kernel: str = "native") -> torch.Tensor | None:
@@ -385,7 +408,7 @@ def _pack_blocks(weight: torch.Tensor, spec: Kernel) -> torch.Tensor | None:
                          f"{list(weight.shape)}")
     raw = torch.from_numpy(source.raw())
     packed = torch.empty(spec.packed_size(*weight.shape, source), dtype=torch.uint8)
-    _library.bita_blocks_pack(raw.data_ptr(), packed.data_ptr(), source.type, *weight.shape)
+    getattr(_library, spec.pack)(raw.data_ptr(), packed.data_ptr(), source.type, *weight.shape)
     return packed
 
 

@@ -16,13 +16,8 @@
  * Where the CPU has AVX512-BF16, the dot sweep (bita_blocks_dot_linear, bf16 activations) sums x[k] q[k] over a
  * block by vdpbf16ps on the integers themselves and scales the sum by d (and the block's sum of x by m): fewer
  * instructions a weight, other bits (row-invariant by construction too). */
-#include "native_tiles.h"
+#include "native_blocks.h"
 
-#define QK 32                    /* inputs a block holds */
-#define HEADER 64                /* bytes before the tiles: the type, N, K */
-#define Q4_0_BLOCK (TILE * 2 + TILE * QK / 2)      /* a tile's block of Q4_0: d[32] float16, 16 x 32 nibble pairs */
-#define Q4_1_BLOCK (2 * TILE * 2 + TILE * QK / 2)  /* of Q4_1: d[32], m[32] float16, 16 x 32 nibble pairs */
-#define Q8_0_BLOCK (TILE * 2 + TILE * QK)          /* of Q8_0: d[32] float16, 32 x 32 int8 */
 #define DOT_SWEEP 8  /* rows the dot sweep takes: 8 x 3 sums (two chains and the total), constants and a broadcast */
 #if defined(__AVX512F__)
 #define SWEEP 8  /* rows a sweep takes: 8 x 2 sums, d and m, 4 widened weights and a broadcast in 32 registers */
@@ -30,12 +25,9 @@
 #define SWEEP 4  /* 4 x 2 sums, d and m, 2-4 widened weights and a broadcast in 16 */
 #endif
 
-enum { GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8 };  /* ggml's type numbers, as GGUF files store them */
-
 /* LANES float16 -> float; LANES unsigned / signed bytes -> int32 lanes; int32 lanes -> float */
 #if defined(__AVX512F__)
 typedef __m512i ivec;
-static inline vec vload_half(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline ivec vwiden_u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 static inline ivec vwiden_i8(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 static inline vec vint(ivec v) { return _mm512_cvtepi32_ps(v); }
@@ -43,22 +35,12 @@ static inline ivec vlow4(ivec v) { return _mm512_and_si512(v, _mm512_set1_epi32(
 static inline ivec vhigh4(ivec v) { return _mm512_srli_epi32(v, 4); }
 #else
 typedef __m256i ivec;
-static inline vec vload_half(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline ivec vwiden_u8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 static inline ivec vwiden_i8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 static inline vec vint(ivec v) { return _mm256_cvtepi32_ps(v); }
 static inline ivec vlow4(ivec v) { return _mm256_and_si256(v, _mm256_set1_epi32(15)); }
 static inline ivec vhigh4(ivec v) { return _mm256_srli_epi32(v, 4); }
 #endif
-
-/* The bytes of a tile's block of ggml type ``type`` (0: not a type the kernels read), and of a row's block in the
- * file (Q4_0: d, 16 nibble pairs; Q4_1: d, m, 16 nibble pairs; Q8_0: d, 32 int8). */
-static int packed_block(int type) {
-    return type == GGML_Q8_0 ? Q8_0_BLOCK : type == GGML_Q4_1 ? Q4_1_BLOCK : type == GGML_Q4_0 ? Q4_0_BLOCK : 0;
-}
-static int file_block(int type) { return type == GGML_Q8_0 ? 34 : type == GGML_Q4_1 ? 20 : type == GGML_Q4_0 ? 18 : 0; }
-/* Where a tile's block holds its integers: after d (and m, for Q4_1). */
-static int integers_at(int type) { return (type == GGML_Q4_1 ? 4 : 2) * TILE; }
 
 /* Bytes of bita_blocks_pack's copy of a weight [N, K] of ggml type ``type`` (0: a type or shape it cannot take). */
 long long bita_blocks_size(int type, int N, int K) {
@@ -71,9 +53,7 @@ long long bita_blocks_size(int type, int N, int K) {
 int bita_blocks_pack(const uint8_t *raw, uint8_t *p, int type, int N, int K) {
     const long long size = bita_blocks_size(type, N, K);
     if (!size) return -1;
-    memset(p, 0, (size_t)size);
-    const int32_t header[3] = {type, N, K};
-    memcpy(p, header, sizeof header);
+    write_header(p, size, type, N, K);
     const int blocks = K / QK, in_block = file_block(type), out_block = packed_block(type);
     for (int n = 0; n < N; n++)
         for (int b = 0; b < blocks; b++) {
@@ -162,14 +142,6 @@ static inline __attribute__((always_inline)) void name(const float *xp, const ui
 FMA_KERNELS(q4_0, GGML_Q4_0)
 FMA_KERNELS(q4_1, GGML_Q4_1)
 FMA_KERNELS(q8_0, GGML_Q8_0)
-
-/* The product of a packed copy by its type (its header's first int). */
-#define BY_TYPE(p, call)                                                                                             \
-    switch (*(const int32_t *)(p)) {                                                                                 \
-        case GGML_Q4_0: q4_0_##call; break;                                                                          \
-        case GGML_Q4_1: q4_1_##call; break;                                                                          \
-        default: q8_0_##call;                                                                                        \
-    }
 
 #if defined(__AVX512BF16__)
 /* A block's integers of k = 2j and 2j + 1 for 16 outputs from ``at`` as bf16 pairs (exact: |q| <= 128), as

@@ -20,6 +20,10 @@ void bita_linear_f32(const float *, const float *, const float *, const float *,
 void bita_blocks_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int, int,
                              int, int);
 void bita_blocks_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int, int);
+void bita_blocks_q8_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int,
+                                int, int, int);
+void bita_blocks_q8_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int,
+                               int);
 void bita_attend_bf16(const uint16_t *, const uint16_t *, const uint16_t *, const uint8_t *, uint16_t *, int, int,
                       int, int, int, int, float, int);
 void bita_attend_f32(const float *, const float *, const float *, const uint8_t *, float *, int, int, int, int, int,
@@ -35,8 +39,9 @@ void bita_blocks_dot_linear(const uint16_t *, const uint8_t *, const float *, co
 
 enum { NORM_IN, QKV, QKV_BIAS, OUT, OUT_BIAS, NORM_POST, GATE_UP, GATE_UP_BIAS, DOWN, DOWN_BIAS, PER_LAYER };
 
-/* the products' kernel: native.py's KERNELS (Kernel.stack); the last two read GGUF blocks (native_blocks.c) */
-enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT, KERNEL_BLOCKS, KERNEL_BLOCKS_DOT };
+/* the products' kernel: native.py's KERNELS (Kernel.stack); the last three read GGUF blocks (native_blocks.c,
+ * native_blocks_q8.c) */
+enum { KERNEL_NATIVE, KERNEL_AMX, KERNEL_DOT, KERNEL_BLOCKS, KERNEL_BLOCKS_DOT, KERNEL_BLOCKS_Q8 };
 
 typedef struct {
     int bf16, kernel, threads;
@@ -52,6 +57,9 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
     const float *b = (const float *)(intptr_t)bias;
     const uint8_t *blocks = (const uint8_t *)(intptr_t)packed;
     if (k.kernel == KERNEL_BLOCKS_DOT) bita_blocks_dot_linear(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_BLOCKS_Q8 && k.bf16)
+        bita_blocks_q8_linear_bf16(x, blocks, b, residual, y, M, N, K, k.threads);
+    else if (k.kernel == KERNEL_BLOCKS_Q8) bita_blocks_q8_linear_f32(x, blocks, b, residual, y, M, N, K, k.threads);
     else if (k.kernel == KERNEL_BLOCKS && k.bf16)
         bita_blocks_linear_bf16(x, blocks, b, residual, y, M, N, K, k.threads);
     else if (k.kernel == KERNEL_BLOCKS) bita_blocks_linear_f32(x, blocks, b, residual, y, M, N, K, k.threads);
@@ -77,7 +85,7 @@ int bita_stack(const int64_t *weights, int L, int bf16, int kernel, const void *
                               : kernel == KERNEL_DOT ? !!bita_dot_linear
                               : kernel == KERNEL_BLOCKS_DOT && bita_blocks_dot_linear);
     const int fallback = kernel >= KERNEL_BLOCKS ? KERNEL_BLOCKS : KERNEL_NATIVE;
-    const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS ? kernel : fallback, threads};
+    const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS || kernel == KERNEL_BLOCKS_Q8 ? kernel : fallback, threads};
     const size_t size = bf16 ? 2 : 4, width = (size_t)(heads + 2 * kv_heads) * D, q_size = (size_t)heads * D;
     const size_t kv_size = (size_t)kv_heads * D, lengths[] = {R * (size_t)hidden, R * (size_t)hidden,
         R * (size_t)hidden, R * width, R * q_size, R * q_size, R * 2 * (size_t)inter, R * (size_t)inter};

@@ -51,19 +51,26 @@
      __builtin_prefetch((const char *)(p) + PREFETCH_L2, 0, 2),                                                      \
      __builtin_prefetch((const char *)(p) + PREFETCH_L2 + 64, 0, 2))
 
-/* The calling thread's panel of at least size 4-byte elements (kept between passes; NULL where memory runs out). */
-static inline void *panel_of(size_t size) {
-    static _Thread_local void *panel;
-    static _Thread_local size_t capacity;
-    if (size > capacity) {
+/* The calling thread's scratch buffer ``slot`` (0: the panel LINEAR fills; 1: a pass's rows as 8-bit integers,
+ * native_blocks_q8.c) of at least size 4-byte elements (kept between passes; NULL where memory runs out). */
+#define SCRATCH_SLOTS 2
+static inline void *scratch_of(int slot, size_t size) {
+    static _Thread_local void *buffers[SCRATCH_SLOTS];
+    static _Thread_local size_t capacity[SCRATCH_SLOTS];
+    if (size > capacity[slot]) {
         void *grown = malloc(size * 4);
         if (!grown) return 0;
-        free(panel);
-        panel = grown;
-        capacity = size;
+        free(buffers[slot]);
+        buffers[slot] = grown;
+        capacity[slot] = size;
     }
-    return panel;
+    return buffers[slot];
 }
+static inline void *panel_of(size_t size) { return scratch_of(0, size); }
+
+/* y's count elements NaN (store_<out>): what a product writes where it has no memory for its scratch, never a
+ * wrong number */
+#define FILL_NAN(out, y, count) for (size_t i = 0; i < (count); i++) store_##out((y) + i, __builtin_nanf(""))
 
 /* Block b of M rows split into blocks of at most ROWS, as even as can be: its first row and its row count. */
 static inline void block_of(int b, int M, int blocks, int *m0, int *rows) {
@@ -104,19 +111,20 @@ static inline uint32_t panel_pair(const uint16_t *x, int m, int k2, int K) {
                                                       type *, int, int, int, int) = {                                \
         0, name##_1, name##_2, name##_3, name##_4, name##_5, name##_6, name##_7, name##_8, name##_9, name##_10,      \
         name##_11, name##_12};
-/* x [M, K], p packed, bias [N] float32 or NULL, residual [M, N] or NULL (added to the product), y [M, N];
- * threads: OpenMP threads over the tiles. storage: the function's (static or none); weights: the packed weights'
- * type; tile_size: a tile's elements of it; depth: the panel's elements per row; fill: panel_<kernel>; sweep: the
+/* x [M, K] (of type ``input``: a row's depth elements where it is not ``type``), p packed, bias [N] float32 or
+ * NULL, residual [M, N] or NULL (added to the product), y [M, N]; threads: OpenMP threads over the tiles. storage:
+ * the function's (static or none); weights: the packed weights' type; tile_size: a tile's elements of it; depth: the panel's elements per row; fill: panel_<kernel>; sweep: the
  * most rows a sweep takes (at most MAX_ROWS); parts: the sweeps a tile takes per block of rows (PARTS, or for a
  * sweep of one vector of outputs VECS). */
 #define LINEAR(storage, name, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)                 \
-storage void name(const type *x, const weights *p, const float *bias, const type *residual, type *y, int M, int N,  \
-                  int K,                                                                                         \
-          int threads) {                                                                                             \
+    LINEAR_OF(storage, name, type, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)
+#define LINEAR_OF(storage, name, input, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)        \
+storage void name(const input *x, const weights *p, const float *bias, const type *residual, type *y, int M, int N, \
+                  int K, int threads) {                                                                              \
     const int tiles = (N + TILE - 1) / TILE, blocks = (M + (sweep) - 1) / (sweep), D = (depth);                      \
     panel *xp = panel_of((size_t)M * D);                                                                             \
     if (!xp) { /* no memory for the panel: NaN, never a wrong number */                                              \
-        for (size_t i = 0; i < (size_t)M * N; i++) store_##out(y + i, __builtin_nanf(""));                           \
+        FILL_NAN(out, y, (size_t)M * N);                                                                             \
         return;                                                                                                      \
     }                                                                                                                \
     for (int b = 0; b < blocks; b++) {                                                                               \

@@ -1,4 +1,4 @@
-"""BiTA on weights held in GGUF blocks (native_blocks.c) emits our AR loop's tokens on the same blocks, greedy and
+"""BiTA on weights held in GGUF blocks (native_blocks.c; native_blocks_q8.c, 8-bit activations) emits our AR loop's tokens on the same blocks, greedy and
 sampled, for every block type the kernels read: on the Llama family (the lean forward, its stack in one native call a
 pass) and on Gemma 3 past its sliding window (transformers' forward, each linear through PlannedForward). In float32 a
 pass's logits on blocks are the dense float32 kernel's on the de-quantised weights, bit for bit; and the dense weights
@@ -20,12 +20,13 @@ from bita.model.adapter import BitaAdapter
 from bita.runtime import native
 from bita.runtime.build import prepare
 from bita.runtime.invariance import probe_row_invariance
-from bita.runtime.kernel_plan import BLOCKS, BLOCKS_DOT, NATIVE, KernelPlan
+from bita.runtime.kernel_plan import BLOCKS, BLOCKS_DOT, BLOCKS_Q8, NATIVE, KernelPlan
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.skipif(native.unavailable() is not None, reason=str(native.unavailable()))]
 kinds = pytest.mark.parametrize("kind", BLOCK_TYPES, ids=[kind.name for kind in BLOCK_TYPES])
-PATHS = [(BLOCKS, torch.float32), (BLOCKS, torch.bfloat16), (BLOCKS_DOT, torch.bfloat16)]
+PATHS = [(BLOCKS, torch.float32), (BLOCKS, torch.bfloat16), (BLOCKS_DOT, torch.bfloat16), (BLOCKS_Q8, torch.float32),
+         (BLOCKS_Q8, torch.bfloat16)]
 
 
 def emitted(steps) -> list[int]:
@@ -34,8 +35,9 @@ def emitted(steps) -> list[int]:
 
 def on_blocks(arch: str, folder, kind, path: str, dtype: torch.dtype, lean: bool = True):
     """A tiny model of ``arch`` held in ``kind`` blocks, in ``dtype``, every linear on ``path``."""
-    if path == BLOCKS_DOT and native.dot_unavailable() is not None:
-        pytest.skip(native.dot_unavailable())
+    why_not = native.KERNELS[path].unavailable()
+    if why_not is not None:
+        pytest.skip(why_not)
     model = hold_in_blocks(tiny_model(arch), folder, kind).to(dtype)
     return prepare(model, "auto", plan=KernelPlan(path, path), lean=lean, weights="blocks")
 
@@ -65,9 +67,10 @@ def test_bita_on_blocks_is_our_ar_loop_on_the_lean_forward(tmp_path, arch, kind,
 
 
 @kinds
-def test_bita_on_blocks_is_our_ar_loop_on_transformers_path_past_a_window(tmp_path, kind):
-    """Gemma 3 (interleaved sliding and full attention) runs transformers' forward, its linears on the blocks path."""
-    runtime = on_blocks("gemma3", tmp_path, kind, BLOCKS, torch.float32, lean=False)
+@pytest.mark.parametrize("path", [BLOCKS, BLOCKS_Q8])
+def test_bita_on_blocks_is_our_ar_loop_on_transformers_path_past_a_window(tmp_path, kind, path):
+    """Gemma 3 (interleaved sliding and full attention) runs transformers' forward, its linears on a blocks path."""
+    runtime = on_blocks("gemma3", tmp_path, kind, path, torch.float32, lean=False)
     assert not runtime.forward.kind.startswith("lean") and runtime.reads_blocks
     prompts = random_prompts(2, seed=13, low=WINDOW - 3, high=4 * WINDOW)
     assert_bita_is_ar(runtime, ("efficient:3,2,2", "chain:1"), prompts)
