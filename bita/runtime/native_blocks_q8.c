@@ -93,7 +93,9 @@ static inline ivec q8_magnitudes(ivec w) { return w; }
 #define Q8_OFFSET 0
 static inline ivec q4_dot(ivec acc, ivec u, ivec s) { return iadd16(acc, ipairs(u, s)); }
 static inline ivec q4_total(ivec acc) { return iwiden(acc); }
-static inline ivec q8_dot(ivec acc, ivec w, ivec w_abs, ivec s) { return iadd(acc, iwiden(ipairs(w_abs, isign8(s, w)))); }
+static inline ivec q8_dot(ivec acc, ivec w, ivec w_abs, ivec s) {
+    return iadd(acc, iwiden(ipairs(w_abs, isign8(s, w))));
+}
 static inline ivec q8_magnitudes(ivec w) { return iabs8(w); }
 #endif
 
@@ -192,7 +194,8 @@ static inline __attribute__((always_inline)) void name(const uint32_t *xp, const
             acc[i][0] = vfma(vmul(d, vbroadcast(as_float(xp[SCALE * rows + i]))), ifloat(sums[i]), acc[i][0]);       \
         if (kind == GGML_Q4_1) {                                                                                     \
             const vec m = vload_half(p + 2 * TILE + 2 * at);                                                         \
-            for (int i = 0; i < rows; i++) acc[i][0] = vfma(m, vbroadcast(as_float(xp[SCALED_SUM * rows + i])), acc[i][0]); \
+            for (int i = 0; i < rows; i++)                                                                           \
+                acc[i][0] = vfma(m, vbroadcast(as_float(xp[SCALED_SUM * rows + i])), acc[i][0]);                     \
         }                                                                                                            \
     }                                                                                                                \
     EPILOGUE_OF(type, S, 1)                                                                                          \
@@ -237,7 +240,7 @@ int bita_blocks_q8_pack(const uint8_t *raw, uint8_t *p, int type, int N, int K) 
 /* x [M, K], p bita_blocks_q8_pack's copy of W [N, K], bias [N] float32 or NULL, residual [M, N] or NULL, y [M, N],
  * in float32 (_f32) or bf16 (_bf16); threads: OpenMP threads over the tiles. x's rows are quantised first, into the
  * calling thread's scratch slot 1. */
-#define Q8_LINEAR(S, type, store)                                                                                         \
+#define Q8_LINEAR(S, type, store)                                                                                    \
 void bita_blocks_q8_linear_##S(const type *x, const uint8_t *p, const float *bias, const type *residual, type *y,   \
                                int M, int N, int K, int threads) {                                                   \
     uint32_t *words = scratch_of(1, (size_t)M * (K / QK) * WORDS);                                                   \
@@ -245,7 +248,7 @@ void bita_blocks_q8_linear_##S(const type *x, const uint8_t *p, const float *bia
         FILL_NAN(store, y, (size_t)M * N);                                                                           \
         return;                                                                                                      \
     }                                                                                                                \
-    quantise_##store(x, words, M, K);                                                                                    \
+    quantise_##store(x, words, M, K);                                                                                \
     BY_TYPE(p, q8_linear_##S(words, p + HEADER, bias, residual, y, M, N, K, threads))                                \
 }
 Q8_LINEAR(f32, float, f)

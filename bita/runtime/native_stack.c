@@ -20,10 +20,6 @@ void bita_linear_f32(const float *, const float *, const float *, const float *,
 void bita_blocks_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int, int,
                              int, int);
 void bita_blocks_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int, int);
-void bita_blocks_q8_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int,
-                                int, int, int);
-void bita_blocks_q8_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int,
-                               int);
 void bita_attend_bf16(const uint16_t *, const uint16_t *, const uint16_t *, const uint8_t *, uint16_t *, int, int,
                       int, int, int, int, float, int);
 void bita_attend_f32(const float *, const float *, const float *, const uint8_t *, float *, int, int, int, int, int,
@@ -36,6 +32,11 @@ void bita_dot_linear(const uint16_t *, const uint16_t *, const float *, const ui
                      int) __attribute__((weak));
 void bita_blocks_dot_linear(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int, int,
                             int, int) __attribute__((weak));
+/* weak: native_blocks_q8.c defines these wherever AVX-512 comes with AVX512-BW, or the CPU has no AVX-512 */
+void bita_blocks_q8_linear_bf16(const uint16_t *, const uint8_t *, const float *, const uint16_t *, uint16_t *, int,
+                                int, int, int) __attribute__((weak));
+void bita_blocks_q8_linear_f32(const float *, const uint8_t *, const float *, const float *, float *, int, int, int,
+                               int) __attribute__((weak));
 
 enum { NORM_IN, QKV, QKV_BIAS, OUT, OUT_BIAS, NORM_POST, GATE_UP, GATE_UP_BIAS, DOWN, DOWN_BIAS, PER_LAYER };
 
@@ -73,19 +74,22 @@ static void linear(Kernels k, const void *x, int64_t packed, int64_t bias, const
 
 /* weights [L * PER_LAYER + 1]: each layer's addresses in the enum's order (a packed weight as ``native.pack`` made
  * it for the kernel, a bias float32 [out] or 0), then the final norm's; kernel: KERNEL_* (AMX, DOT and BLOCKS_DOT: bf16
- * only, where the library holds them; else NATIVE runs, or for BLOCKS_DOT, BLOCKS);
+ * only, where the library holds them; else NATIVE runs, or for BLOCKS_DOT, BLOCKS; BLOCKS_Q8 where it holds it);
  * x [R, hidden] the rows' input (contiguous, not written), out [R, hidden] the final norm's output;
  * cos, sin [R, D] each row's rotary; allowed [R, K] which cache slots each row sees (K <= capacity);
  * kv [L, 2, kv_heads, capacity, D] the cache, the rows written at slots start .. start + R - 1;
- * inter: the MLP's width. Returns 0, or -1 where scratch memory could not be had (nothing computed). */
+ * inter: the MLP's width. Returns 0, or -1 where scratch memory could not be had or BLOCKS_Q8 is not held
+ * (nothing computed; native.pack makes no BLOCKS_Q8 copy there). */
 int bita_stack(const int64_t *weights, int L, int bf16, int kernel, const void *x, void *out, const void *cos,
                const void *sin, const uint8_t *allowed, int K, void *kv, int capacity, int start, int R, int hidden,
                int heads, int kv_heads, int D, int inter, float eps, float scale, int threads) {
     const int held = bf16 && (kernel == KERNEL_AMX ? !!bita_amx_linear
                               : kernel == KERNEL_DOT ? !!bita_dot_linear
                               : kernel == KERNEL_BLOCKS_DOT && bita_blocks_dot_linear);
+    if (kernel == KERNEL_BLOCKS_Q8 && !bita_blocks_q8_linear_f32) return -1;  /* its copy is its own: no fallback */
     const int fallback = kernel >= KERNEL_BLOCKS ? KERNEL_BLOCKS : KERNEL_NATIVE;
-    const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS || kernel == KERNEL_BLOCKS_Q8 ? kernel : fallback, threads};
+    const Kernels k = {bf16, held || kernel == KERNEL_BLOCKS || kernel == KERNEL_BLOCKS_Q8 ? kernel : fallback,
+                       threads};
     const size_t size = bf16 ? 2 : 4, width = (size_t)(heads + 2 * kv_heads) * D, q_size = (size_t)heads * D;
     const size_t kv_size = (size_t)kv_heads * D, lengths[] = {R * (size_t)hidden, R * (size_t)hidden,
         R * (size_t)hidden, R * width, R * q_size, R * q_size, R * 2 * (size_t)inter, R * (size_t)inter};

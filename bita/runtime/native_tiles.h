@@ -113,9 +113,9 @@ static inline uint32_t panel_pair(const uint16_t *x, int m, int k2, int K) {
         name##_11, name##_12};
 /* x [M, K] (of type ``input``: a row's depth elements where it is not ``type``), p packed, bias [N] float32 or
  * NULL, residual [M, N] or NULL (added to the product), y [M, N]; threads: OpenMP threads over the tiles. storage:
- * the function's (static or none); weights: the packed weights' type; tile_size: a tile's elements of it; depth: the panel's elements per row; fill: panel_<kernel>; sweep: the
- * most rows a sweep takes (at most MAX_ROWS); parts: the sweeps a tile takes per block of rows (PARTS, or for a
- * sweep of one vector of outputs VECS). */
+ * the function's (static or none); weights: the packed weights' type; tile_size: a tile's elements of it; depth:
+ * the panel's elements per row; fill: panel_<kernel>; sweep: the most rows a sweep takes (at most MAX_ROWS); parts:
+ * the sweeps a tile takes per block of rows (PARTS, or for a sweep of one vector of outputs VECS). */
 #define LINEAR(storage, name, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)                 \
     LINEAR_OF(storage, name, type, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)
 #define LINEAR_OF(storage, name, input, type, weights, panel, tile, tile_size, depth, fill, out, sweep, parts)        \

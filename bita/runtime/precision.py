@@ -2,7 +2,8 @@
 
 ``--dtype auto`` on a CPU measures, as ``--kernels auto`` does: the model's AR pass and an 8-row tree-sized pass
 are timed on its runtime in float32 and in bfloat16, the bf16 passes are probed for row invariance
-(invariance.py), and bf16 is taken where the probe holds and it is faster, on bf16 hardware (AMX, AVX512-BF16)
+(invariance.py), and bf16 is taken where the probe holds and it is faster by more than ``ARITHMETIC_MARGIN`` (within
+it, a fact of the CPU decides: ``rule_for_this_cpu``), on bf16 hardware (AMX, AVX512-BF16)
 or not (the native kernels widen bf16 weights to fp32 in registers: half the bytes a pass reads, on a 2-vCPU
 AVX2-only Zen 3 an AR pass 17.1 ms in bf16 against 39.9 in fp32); float32 where neither bf16 hardware nor the
 native kernels are here. The choice and its invariance proof are measured once per machine profile
@@ -23,7 +24,7 @@ from .blocks import held_types
 from .device import cpu_info, machine_key, median_seconds
 from . import native
 from .invariance import Invariance, probe_row_invariance
-from .measured import MIN_GAIN, measured
+from .measured import measured
 from .runtime import Runtime
 
 INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
@@ -33,12 +34,23 @@ INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3:
 #                             v8: the native stack in one call (the dtype choice's key holds no forward: its times
 #                             were of the Python loop's passes); v9: bf16 attention on AMX tiles where they run
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
+ARITHMETIC_MARGIN = 0.15  # dtypes timed within this of each other: the CPU's rule decides, not the clock
 
 
 def bf16_hardware() -> bool:
     """Whether this CPU computes bf16 products in hardware (AMX or AVX512-BF16) and oneDNN uses it."""
     flags = set(cpu_info().get("flags", "").split())
     return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def rule_for_this_cpu(timing: str) -> tuple[str, str]:
+    """The dtype where the two were timed within ``ARITHMETIC_MARGIN`` of each other, and why: a fact of the CPU
+    decides, so that every machine of one kind gives its users the same arithmetic (the same tokens) whatever a
+    moment's noise measured: bfloat16 where it computes bf16 products in hardware, else float32."""
+    dtype, fact = ("bfloat16", "bf16 products in hardware") if bf16_hardware() else ("float32", "no bf16 products "
+                                                                                                "in hardware")
+    return dtype, (f"within {ARITHMETIC_MARGIN:.0%} of each other ({timing}): the rule for a CPU with {fact} "
+                   f"takes {dtype}")
 
 
 def model_key(model: nn.Module, what: str, runtime_key: str = "", weights: str = "dense") -> str:
@@ -120,8 +132,10 @@ def choose_cpu_dtype(model: nn.Module, prepare: Callable[[nn.Module], Runtime], 
                        for name in ("float32", "bfloat16"))
     if not found["invariant"]:
         choice = DtypeChoice("float32", f"bfloat16 passes are {found['invariance']} ({timing})")
-    elif costs["bfloat16"] > (1 - MIN_GAIN) * costs["float32"]:
-        choice = DtypeChoice("float32", f"bfloat16 is not faster here ({timing})")
+    elif min(costs.values()) >= (1 - ARITHMETIC_MARGIN) * max(costs.values()):
+        choice = DtypeChoice(*rule_for_this_cpu(timing))
+    elif costs["bfloat16"] > costs["float32"]:
+        choice = DtypeChoice("float32", f"bfloat16 is slower here ({timing})")
     else:
         hardware = "bf16 hardware" if bf16_hardware() else "bf16 widened to fp32 by the native kernels"
         choice = DtypeChoice("bfloat16", f"{hardware}, row-invariant, faster ({timing})")

@@ -1,8 +1,9 @@
-"""BiTA on weights held in GGUF blocks (native_blocks.c; native_blocks_q8.c, 8-bit activations) emits our AR loop's tokens on the same blocks, greedy and
-sampled, for every block type the kernels read: on the Llama family (the lean forward, its stack in one native call a
-pass) and on Gemma 3 past its sliding window (transformers' forward, each linear through PlannedForward). In float32 a
-pass's logits on blocks are the dense float32 kernel's on the de-quantised weights, bit for bit; and the dense weights
-a blocks path replaces are dropped (meta tensors), the input embedding's kept."""
+"""BiTA on weights held in GGUF blocks (native_blocks.c; native_blocks_q8.c, 8-bit activations) emits our AR loop's
+tokens on the same blocks, greedy and sampled, for every block type the kernels read: on the Llama family (the lean
+forward, its stack in one native call a pass) and on Gemma 3 past its sliding window (transformers' forward, each
+linear through PlannedForward). In float32 a pass's logits on blocks are the dense float32 kernel's on the
+de-quantised weights, bit for bit; and the dense weights a blocks path replaces are dropped (meta tensors), the input
+embedding's kept."""
 
 import copy
 
