@@ -31,6 +31,7 @@ from ..package_data import cache_root
 from .threads import others_now
 
 Value = TypeVar("Value")
+ARITHMETIC_MARGIN = 0.15  # two arithmetics (dtypes; exact or 8-bit activations) within this: a fixed rule decides
 MIN_GAIN = 0.05  # a measured alternative replaces the default (stock kernels, float32) only when this much faster
 BUSY_CORES = 0.5  # other processes using this many cores' worth: a stale entry is kept rather than measured now
 PROFILE_FILE = "machine-profile.json"

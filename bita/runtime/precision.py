@@ -24,7 +24,7 @@ from .blocks import held_types
 from .device import cpu_info, machine_key, median_seconds
 from . import native
 from .invariance import Invariance, probe_row_invariance
-from .measured import measured
+from .measured import ARITHMETIC_MARGIN, measured
 from .runtime import Runtime
 
 INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3: transformers' path probed too;
@@ -34,7 +34,6 @@ INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3:
 #                             v8: the native stack in one call (the dtype choice's key holds no forward: its times
 #                             were of the Python loop's passes); v9: bf16 attention on AMX tiles where they run
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
-ARITHMETIC_MARGIN = 0.15  # dtypes timed within this of each other: the CPU's rule decides, not the clock
 
 
 def bf16_hardware() -> bool:

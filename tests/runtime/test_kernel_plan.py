@@ -16,6 +16,7 @@ from bita.runtime.blocks import blocks_of, with_blocks
 from bita.runtime.kernel_plan import (
     AMX,
     BLOCK_PATHS,
+    BLOCKS,
     BLOCKS_DOT,
     BLOCKS_Q8,
     DOT,
@@ -51,6 +52,10 @@ def test_a_stored_plan_is_read_and_an_unknown_one_refused():
 def test_another_path_replaces_stock_only_when_clearly_faster():
     assert kernel_plan._fastest({STOCK: 1.0, TRANSPOSED: 0.99, PACKED: 1.2}) == STOCK  # within MIN_GAIN: noise
     assert kernel_plan._fastest({STOCK: 1.0, TRANSPOSED: 0.90, PACKED: 0.95}) == TRANSPOSED
+    # 8-bit activations change the tokens: taken over the exact blocks path only by more than 15 %, never by noise
+    assert kernel_plan._fastest({STOCK: 3.0, BLOCKS: 1.0, BLOCKS_Q8: 0.9}) == BLOCKS
+    assert kernel_plan._fastest({STOCK: 3.0, BLOCKS: 1.0, BLOCKS_DOT: 0.95, BLOCKS_Q8: 0.82}) == BLOCKS_DOT
+    assert kernel_plan._fastest({STOCK: 3.0, BLOCKS: 1.0, BLOCKS_Q8: 0.6}) == BLOCKS_Q8
 
 
 @pytest.mark.parametrize("path", PATHS)
