@@ -1,5 +1,6 @@
-"""Weights held in GGUF blocks for the tests: quantised by gguf-py into a block type the native kernels read, written
-to a GGUF file, and given back de-quantised (as transformers' loader gives them) carrying their ``BlockSource``."""
+"""Weights held in GGUF blocks for the tests: quantised by gguf-py into a block type the native kernels read (or, for
+the K-quants gguf-py cannot quantise, random blocks with small scales), written to a GGUF file, and given back
+de-quantised (as transformers' loader gives them) carrying their ``BlockSource``."""
 
 from __future__ import annotations
 
@@ -7,21 +8,38 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, dequantize, quantize
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFWriter, dequantize, quantize
 from torch import nn
 
 from bita.runtime.blocks import ATTRIBUTE, BlockSource, Part, with_blocks
 
 BLOCK_TYPES = (GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0)
+# the types native_blocks_q8.c alone reads (K-quants: 256 inputs a block), and where each holds its float16 scales
+Q8_ONLY_TYPES = (GGMLQuantizationType.Q5_0, GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_K,
+                 GGMLQuantizationType.Q6_K)
+SCALES_AT = {GGMLQuantizationType.Q4_K: (0, 2), GGMLQuantizationType.Q5_K: (0, 2), GGMLQuantizationType.Q6_K: (208,)}
 
+
+def random_blocks(rows: int, columns: int, kind: GGMLQuantizationType, generator: np.random.Generator) -> np.ndarray:
+    """Blocks of ``kind`` for a weight [rows, columns]: random bytes, the super-blocks' float16 scales set small.
+    uint8 [rows, columns / block inputs x block bytes]."""
+    inputs, size = GGML_QUANT_SIZES[kind]
+    blocks = generator.integers(0, 256, (rows, columns // inputs, size), dtype=np.uint8)
+    for at in SCALES_AT[kind]:
+        scales = generator.uniform(0.0005, 0.002, blocks.shape[:2]).astype(np.float16)
+        blocks[..., at:at + 2] = scales[..., None].view(np.uint8)
+    return blocks.reshape(rows, -1)
 
 def write_blocks(path: Path, weights: dict[str, np.ndarray],
                  kind: GGMLQuantizationType) -> dict[str, tuple[BlockSource, torch.Tensor]]:
-    """Each float32 weight [rows, columns] quantised to ``kind`` and written to the GGUF ``path``: by name, its
-    source and its de-quantised values [rows, columns] (float32)."""
+    """Each float32 weight [rows, columns] quantised to ``kind`` (a K-quant: ``random_blocks`` of its shape) and
+    written to the GGUF ``path``: by name, its source and its de-quantised values [rows, columns] (float32)."""
     writer = GGUFWriter(str(path), "llama")
+    generator = np.random.default_rng(len(weights))
     for name, weight in weights.items():
-        writer.add_tensor(name, quantize(np.ascontiguousarray(weight, dtype=np.float32), kind), raw_dtype=kind)
+        blocks = random_blocks(*weight.shape, kind, generator) if kind in SCALES_AT else \
+            quantize(np.ascontiguousarray(weight, dtype=np.float32), kind)
+        writer.add_tensor(name, blocks, raw_dtype=kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

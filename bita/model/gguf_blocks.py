@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, dequantize
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, dequantize
 from torch import nn
 
 from ..errors import BitaError
-from ..runtime.blocks import ATTRIBUTE, BLOCK_INPUTS, BLOCK_TYPES, BlockSource, Part
+from ..runtime.blocks import ATTRIBUTE, BLOCK_TYPES, BlockSource, Part
 from .gguf_index import tensor_index
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ def attach_blocks(model: nn.Module, gguf: Path) -> tuple[str, bool]:
             entry = tensors.get(f"{gguf_name(tied)}.weight")
         if entry is None:
             continue
-        if entry.type not in BLOCK_TYPES or module.in_features % BLOCK_INPUTS:
+        inputs = GGML_QUANT_SIZES[GGMLQuantizationType(entry.type)][0] if entry.type in BLOCK_TYPES else 0
+        if not inputs or module.in_features % inputs:
             others.add(GGMLQuantizationType(entry.type).name)
             continue
         source = BlockSource(str(gguf), entry.type, module.in_features,

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-BLOCK_TYPES = {2: "Q4_0", 3: "Q4_1", 8: "Q8_0"}  # ggml's block types the kernels read: their numbers and names
-BLOCK_INPUTS = 32
+# ggml's block types a blocks kernel reads (native_blocks.c the first three, native_blocks_q8.c all): numbers, names
+BLOCK_TYPES = {2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 6: "Q5_0", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
 ATTRIBUTE = "bita_blocks"  # where a module or a product's weight keeps its BlockSource
 
 
@@ -54,8 +54,8 @@ class BlockSource:
         return BLOCK_TYPES[self.type]
 
     def raw(self) -> np.ndarray:
-        """The blocks as transformers' rows order them: uint8 [rows, columns / 32 x block bytes]. Raises ValueError
-        where the file is not as it was when the blocks were found."""
+        """The blocks as transformers' rows order them: uint8 [rows, columns / block inputs x block bytes]. Raises
+        ValueError where the file is not as it was when the blocks were found."""
         path = Path(self.file)
         size = path.stat().st_size if path.exists() else -1
         if size != self.file_size:

@@ -132,7 +132,7 @@ def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tu
             logger.info("%s; the kernel plan offers no %s path", why_not, path)
     if blocks_of(weight) is not None:
         paths += [path for path in BLOCK_PATHS if native.KERNELS[path].unavailable() is None
-                  and weight.dtype in native.KERNELS[path].dtypes]
+                  and weight.dtype in native.KERNELS[path].dtypes and native.reads(path, weight)]
     return tuple(paths)
 
 
@@ -261,8 +261,8 @@ def kernel_times(layers: Sequence[Product], head: Product | None, paths: Sequenc
     ordered = sorted(paths, key=lambda path: -PATHS.index(path))
     for path in tqdm(ordered, desc="measuring this CPU's kernels once", unit="path", disable=quiet):
         for name, products in stacks.items():
-            if not products or path in BLOCK_PATHS and not all(blocks_of(weight) for weight, _ in products):
-                continue  # a stack not held in blocks throughout has no blocks path
+            if not products or path in BLOCK_PATHS and not all(native.reads(path, weight) for weight, _ in products):
+                continue  # a stack not held throughout in blocks the path's kernel reads has no such path
             planned = [PlannedLinear(weight, bias, path) for weight, bias in products]
             times["floors"][name][path] = max(linear.floor for linear in planned)
             for index, count in enumerate(rows):

@@ -228,7 +228,9 @@ def _load(target: Path) -> ctypes.CDLL:
                  "bita_blocks_q8_linear_bf16", "bita_blocks_q8_linear_f32"):
         if hasattr(library, name):  # bita_blocks_dot_linear: where the compiler enabled AVX512-BF16; the q8 ones
             getattr(library, name).argtypes = [pointer] * 5 + [integer] * 4  # where AVX-512 comes with BW, or none
-    library.bita_blocks_size.argtypes, library.bita_blocks_size.restype = [integer] * 3, ctypes.c_longlong
+    for name in ("bita_blocks_size", "bita_blocks_q8_size"):
+        if hasattr(library, name):
+            getattr(library, name).argtypes, getattr(library, name).restype = [integer] * 3, ctypes.c_longlong
     for name in ("bita_blocks_pack", "bita_blocks_q8_pack"):
         if hasattr(library, name):
             getattr(library, name).argtypes = [pointer] * 2 + [integer] * 3
@@ -345,8 +347,20 @@ def _amx_packed_size(rows: int, columns: int, dtype: torch.dtype) -> int:
 
 def _blocks_size(rows: int, columns: int, source) -> int:
     """Bytes of ``pack``'s copy of a weight [rows, columns] held as ``source``'s GGUF blocks (0: not a type or
-    shape native_blocks.c reads)."""
+    shape native_blocks.c reads: Q4_0, Q4_1, Q8_0)."""
     return _library.bita_blocks_size(source.type, rows, columns)
+
+
+def _q8_size(rows: int, columns: int, source) -> int:
+    """The same for native_blocks_q8.c, which reads Q5_0, Q4_K, Q5_K and Q6_K too."""
+    return _library.bita_blocks_q8_size(source.type, rows, columns)
+
+
+def reads(kernel: str, weight: torch.Tensor) -> bool:
+    """Whether the blocks kernel ``kernel`` reads the blocks ``weight`` [rows, columns] is held in (their type and
+    shape; False where it is held in none or the kernel cannot run here)."""
+    spec, source = KERNELS[kernel], blocks_of(weight)
+    return source is not None and spec.unavailable() is None and bool(spec.packed_size(*weight.shape, source))
 
 
 class Kernel(NamedTuple):
@@ -371,7 +385,7 @@ KERNELS = {"native": Kernel(unavailable, DTYPES, _packed_size, "bita_pack_{}", "
            "blocks": Kernel(unavailable, DTYPES, _blocks_size, "bita_blocks_pack", "bita_blocks_linear_{}", 3, True),
            "blocks-dot": Kernel(dot_unavailable, BF16_DTYPES, _blocks_size, "bita_blocks_pack",
                                 "bita_blocks_dot_linear", 4, True),
-           "blocks-q8": Kernel(q8_unavailable, DTYPES, _blocks_size, "bita_blocks_q8_pack", "bita_blocks_q8_linear_{}",
+           "blocks-q8": Kernel(q8_unavailable, DTYPES, _q8_size, "bita_blocks_q8_pack", "bita_blocks_q8_linear_{}",
                                5, True)}
 
 

@@ -44,8 +44,7 @@ static inline ivec vhigh4(ivec v) { return _mm256_srli_epi32(v, 4); }
 
 /* Bytes of bita_blocks_pack's copy of a weight [N, K] of ggml type ``type`` (0: a type or shape it cannot take). */
 long long bita_blocks_size(int type, int N, int K) {
-    if (!packed_block(type) || K % QK || N <= 0 || K <= 0) return 0;
-    return HEADER + (long long)((N + TILE - 1) / TILE) * (K / QK) * packed_block(type);
+    return block_type(type) && block_type(type)->float_kernel ? packed_size(type, N, K) : 0;
 }
 
 /* raw [N][K / 32 blocks] as the file holds them (``type``: Q4_0, Q4_1 or Q8_0) -> p (bita_blocks_size bytes).

@@ -26,10 +26,12 @@
 
 #if !defined(__AVX512F__) || defined(__AVX512BW__) /* AVX-512 without BW (no byte products): not built */
 
-#define WORDS 11      /* a quantised block of a row: 8 words of qx, sum qx (int32), dx, dx sum qx (float32 bits) */
+/* a quantised block of a row: 8 words of qx, sum qx and sum qx of its first 16 (int32), dx, dx sum qx (float32) */
+#define WORDS 12
 #define SUM_Q 8
-#define SCALE 9
-#define SCALED_SUM 10
+#define SUM_Q_LOW 9
+#define SCALE 10
+#define SCALED_SUM 11
 #define GROUP_STRIDE (4 * TILE)  /* bytes between a tile's integer groups */
 
 /* int32 lanes of LANES outputs: loads, broadcasts, nibbles, sums; the byte products (INTEGER_DOTS) */
@@ -89,6 +91,7 @@ static inline ivec q4_dot(ivec acc, ivec u, ivec s) { return idot(acc, u, s); }
 static inline ivec q4_total(ivec acc) { return acc; }
 static inline ivec q8_dot(ivec acc, ivec w, ivec w_abs, ivec s) { (void)w_abs; return idot(acc, w, s); }
 static inline ivec q8_magnitudes(ivec w) { return w; }
+static inline ivec bytes_dot(ivec acc, ivec w0, ivec s0, ivec w1, ivec s1) { return idot(idot(acc, w0, s0), w1, s1); }
 #else
 #define Q8_OFFSET 0
 static inline ivec q4_dot(ivec acc, ivec u, ivec s) { return iadd16(acc, ipairs(u, s)); }
@@ -97,6 +100,10 @@ static inline ivec q8_dot(ivec acc, ivec w, ivec w_abs, ivec s) {
     return iadd(acc, iwiden(ipairs(w_abs, isign8(s, w))));
 }
 static inline ivec q8_magnitudes(ivec w) { return iabs8(w); }
+/* two groups of bytes in 0..63: their pair sums added in int16 (at most 2 x 2 x 63 x 127 = 32004), then widened */
+static inline ivec bytes_dot(ivec acc, ivec w0, ivec s0, ivec w1, ivec s1) {
+    return iadd(acc, iwiden(iadd16(ipairs(w0, s0), ipairs(w1, s1))));
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -134,7 +141,10 @@ static void quantise_##S(const type *x, uint32_t *words, int M, int K) {        
         int32_t sum = 0;                                                                                             \
         for (int k = 0; k < QK; k++) bytes[k] = (int8_t)q[k], sum += (int8_t)q[k];                                   \
         memcpy(out, bytes, QK);                                                                                      \
+        int32_t low = 0;                                                                                             \
+        for (int k = 0; k < QK / 2; k++) low += (int8_t)q[k];                                                        \
         out[SUM_Q] = (uint32_t)sum;                                                                                  \
+        out[SUM_Q_LOW] = (uint32_t)low;                                                                              \
         out[SCALE] = float_bits(dx);                                                                                 \
         out[SCALED_SUM] = float_bits(dx * (float)sum);                                                               \
     }                                                                                                                \
@@ -148,12 +158,15 @@ static inline uint32_t panel_word(const uint32_t *x, int m, int k, int K) {
 }
 
 /* One block's exact integer sums for LANES outputs against rows rows: q the outputs' first group, xp the block's
- * words [WORDS][rows]; sums[i] = sum over k of qw qx, less Q4_0's 8 sum qx or Q8_0's Q8_OFFSET sum qx. */
+ * words [WORDS][rows]; low[i] = sum over k of qw qx less shift sum qx (Q8_0: Q8_OFFSET sum qx), over the block, or
+ * for a type of two halves (Q6_K) over its first 16 k, and high[i] over its last 16. */
 static inline __attribute__((always_inline)) void block_sums(const uint8_t *q, int kind, const uint32_t *xp,
-                                                             const int rows, ivec *sums) {
-    ivec acc[MAX_ROWS];
-    for (int i = 0; i < rows; i++) acc[i] = izero();
-    if (kind == GGML_Q8_0) {
+                                                             const int rows, ivec *low, ivec *high) {
+    const BlockType *facts = block_type(kind);
+    const int halves = facts->halves;
+    ivec acc[MAX_ROWS], second[MAX_ROWS];
+    for (int i = 0; i < rows; i++) acc[i] = second[i] = izero();
+    if (facts->form == SIGNED) {
         for (int g = 0; g < QK / 4; g++) {
             const ivec w = iload(q + g * GROUP_STRIDE), w_abs = q8_magnitudes(w);
             for (int i = 0; i < rows; i++) {
@@ -161,19 +174,43 @@ static inline __attribute__((always_inline)) void block_sums(const uint8_t *q, i
                 KEEP(acc[i]);
             }
         }
-    } else {
+    } else if (facts->form == NIBBLES) {
         for (int g = 0; g < QK / 8; g++) {
-            const ivec nibbles = iload(q + g * GROUP_STRIDE), low = ilow4(nibbles), high = ihigh4(nibbles);
+            const ivec nibbles = iload(q + g * GROUP_STRIDE), low4 = ilow4(nibbles), high4 = ihigh4(nibbles);
             for (int i = 0; i < rows; i++) {
-                acc[i] = q4_dot(q4_dot(acc[i], low, iset((int32_t)xp[g * rows + i])), high,
+                acc[i] = q4_dot(q4_dot(acc[i], low4, iset((int32_t)xp[g * rows + i])), high4,
                                 iset((int32_t)xp[(g + 4) * rows + i]));
                 KEEP(acc[i]);
             }
         }
+        for (int i = 0; i < rows; i++) acc[i] = q4_total(acc[i]);
+    } else {
+        for (int g = 0; g < QK / 4; g += 2) {
+            ivec *into = halves == 2 && g >= QK / 8 ? second : acc;
+            const ivec w0 = iload(q + g * GROUP_STRIDE), w1 = iload(q + (g + 1) * GROUP_STRIDE);
+            for (int i = 0; i < rows; i++) {
+                into[i] = bytes_dot(into[i], w0, iset((int32_t)xp[g * rows + i]), w1,
+                                    iset((int32_t)xp[(g + 1) * rows + i]));
+                KEEP(into[i]);
+            }
+        }
     }
-    const int32_t offset = kind == GGML_Q4_0 ? 8 : kind == GGML_Q8_0 ? Q8_OFFSET : 0;
-    for (int i = 0; i < rows; i++)
-        sums[i] = iadd(kind == GGML_Q8_0 ? acc[i] : q4_total(acc[i]), iset(-offset * (int32_t)xp[SUM_Q * rows + i]));
+    const int32_t shift = facts->form == SIGNED ? Q8_OFFSET : facts->shift;
+    for (int i = 0; i < rows; i++) {
+        const int32_t sum = (int32_t)xp[SUM_Q * rows + i], first = (int32_t)xp[SUM_Q_LOW * rows + i];
+        low[i] = iadd(acc[i], iset(-shift * (halves == 2 ? first : sum)));
+        if (halves == 2) high[i] = iadd(second[i], iset(-shift * (sum - first)));
+    }
+}
+
+/* LANES outputs' scales from ``at`` (the file's float16, or float32 where wide) of half h of a packed block p, and
+ * their offsets (Q4_1: float16; wide: float32 after the scales). */
+static inline vec block_scales(const uint8_t *p, int kind, int at, int h) {
+    return block_type(kind)->wide ? vload((const float *)p + h * TILE + at) : vload_half(p + 2 * at);
+}
+static inline vec block_offsets(const uint8_t *p, int kind, int at) {
+    const BlockType *facts = block_type(kind);
+    return facts->wide ? vload((const float *)p + facts->halves * TILE + at) : vload_half(p + 2 * TILE + 2 * at);
 }
 
 /* One part (LANES outputs) of a tile of ``kind`` blocks against rows rows of the panel xp [K / 32 * WORDS][rows]:
@@ -187,13 +224,16 @@ static inline __attribute__((always_inline)) void name(const uint32_t *xp, const
     const int block = packed_block(kind), at = part * LANES;                                                         \
     for (int b = 0; b < K / QK; b++, p += block, xp += WORDS * rows) {                                               \
         for (int line = 0; line < block; line += 128) prefetch(p + line);                                            \
-        ivec sums[MAX_ROWS];                                                                                         \
-        block_sums(p + integers_at(kind) + 4 * at, kind, xp, rows, sums);                                            \
-        const vec d = vload_half(p + 2 * at);                                                                        \
-        for (int i = 0; i < rows; i++)                                                                               \
-            acc[i][0] = vfma(vmul(d, vbroadcast(as_float(xp[SCALE * rows + i]))), ifloat(sums[i]), acc[i][0]);       \
-        if (kind == GGML_Q4_1) {                                                                                     \
-            const vec m = vload_half(p + 2 * TILE + 2 * at);                                                         \
+        ivec low[MAX_ROWS], high[MAX_ROWS];                                                                          \
+        block_sums(p + integers_at(kind) + 4 * at, kind, xp, rows, low, high);                                       \
+        for (int h = 0; h < block_type(kind)->halves; h++) {                                                         \
+            const vec d = block_scales(p, kind, at, h);                                                              \
+            for (int i = 0; i < rows; i++)                                                                           \
+                acc[i][0] = vfma(vmul(d, vbroadcast(as_float(xp[SCALE * rows + i]))), ifloat(h ? high[i] : low[i]),  \
+                                 acc[i][0]);                                                                         \
+        }                                                                                                            \
+        if (block_type(kind)->offset) {                                                                              \
+            const vec m = block_offsets(p, kind, at);                                                                \
             for (int i = 0; i < rows; i++)                                                                           \
                 acc[i][0] = vfma(m, vbroadcast(as_float(xp[SCALED_SUM * rows + i])), acc[i][0]);                     \
         }                                                                                                            \
@@ -214,25 +254,90 @@ static inline __attribute__((always_inline)) void name(const uint32_t *xp, const
 Q8_KERNELS(q4_0, GGML_Q4_0)
 Q8_KERNELS(q4_1, GGML_Q4_1)
 Q8_KERNELS(q8_0, GGML_Q8_0)
+Q8_KERNELS(q5_0, GGML_Q5_0)
+Q8_KERNELS(q4_k, GGML_Q4_K)
+Q8_KERNELS(q5_k, GGML_Q5_K)
+Q8_KERNELS(q6_k, GGML_Q6_K)
 
-/* raw [N][K / 32 blocks] as the file holds them (``type``: Q4_0, Q4_1 or Q8_0) -> p (bita_blocks_size bytes).
- * Returns 0, or -1 for a type or shape it cannot take. */
+/* Q4_K's and Q5_K's 6-bit scale and offset of sub-block j from their 12 bytes (ggml's get_scale_min_k4) */
+static void scale_and_min(const uint8_t *bytes, int j, int *scale, int *min) {
+    if (j < 4) {
+        *scale = bytes[j] & 63, *min = bytes[j + 4] & 63;
+    } else {
+        *scale = (bytes[j + 4] & 15) | (bytes[j - 4] >> 6) << 4;
+        *min = (bytes[j + 4] >> 4) | (bytes[j] >> 6) << 4;
+    }
+}
+
+/* Block b (of 32 inputs) of a row of the file: its 32 integers q (as ``form`` packs them: q in 0..15, 0..63, or
+ * Q8_0's int8 bytes), and for a wide type its scales (one, or Q6_K's two of 16) and offset, exact in float32
+ * (d sc, -dmin m: products of a float16 and a small integer), as gguf-py de-quantises them. */
+static void decode_block(int type, const uint8_t *row, int b, uint8_t q[QK], float scale[2], float *offset) {
+    const BlockType *facts = block_type(type);
+    const uint8_t *from = row + (size_t)b * QK / facts->file_inputs * facts->file_bytes;
+    const int sub = b * QK % facts->file_inputs / QK;  /* a super-block's sub-block of 32 */
+    const float d = _cvtsh_ss((uint16_t)(from[0] | from[1] << 8));
+    if (type == GGML_Q8_0) {
+        memcpy(q, from + 2, QK);
+    } else if (type == GGML_Q4_0 || type == GGML_Q4_1 || type == GGML_Q5_0) {
+        const uint8_t *nibbles = from + (type == GGML_Q4_0 ? 2 : type == GGML_Q4_1 ? 4 : 6);
+        uint32_t high_bits;
+        memcpy(&high_bits, from + 2, 4);
+        for (int k = 0; k < QK; k++)
+            q[k] = (uint8_t)((k < 16 ? nibbles[k] & 15 : nibbles[k - 16] >> 4)
+                             | (type == GGML_Q5_0 ? (high_bits >> k & 1) << 4 : 0));
+        scale[0] = d;
+    } else if (type == GGML_Q4_K || type == GGML_Q5_K) {
+        const uint8_t *nibbles = from + (type == GGML_Q4_K ? 16 : 48) + 32 * (sub / 2), *high_bits = from + 16;
+        int sc, m;
+        scale_and_min(from + 4, sub, &sc, &m);
+        for (int k = 0; k < QK; k++)
+            q[k] = (uint8_t)((sub % 2 ? nibbles[k] >> 4 : nibbles[k] & 15)
+                             | (type == GGML_Q5_K ? (high_bits[k] >> sub & 1) << 4 : 0));
+        scale[0] = d * (float)sc;
+        *offset = -_cvtsh_ss((uint16_t)(from[2] | from[3] << 8)) * (float)m;
+    } else { /* Q6_K: 128-input halves, each 4 runs of 32: low nibbles of ql (two rows of 32), then high ones */
+        const int half = sub / 4, run = sub % 4;
+        const uint8_t *low = from + 64 * half + 32 * (run % 2), *high = from + 128 + 32 * half;
+        const int8_t *scales = (const int8_t *)(from + 192);
+        for (int k = 0; k < QK; k++)
+            q[k] = (uint8_t)((run < 2 ? low[k] & 15 : low[k] >> 4) | (high[k] >> 2 * run & 3) << 4);
+        const float d6 = _cvtsh_ss((uint16_t)(from[208] | from[209] << 8));
+        scale[0] = d6 * (float)scales[2 * sub], scale[1] = d6 * (float)scales[2 * sub + 1];
+    }
+}
+
+/* Bytes of bita_blocks_q8_pack's copy of a weight [N, K] of ggml type ``type`` (0: a type or shape it cannot take) */
+long long bita_blocks_q8_size(int type, int N, int K) { return packed_size(type, N, K); }
+
+/* raw [N][file_row_bytes] as the file holds the rows (``type``: one of BLOCK_TYPES) -> p (bita_blocks_q8_size
+ * bytes). Returns 0, or -1 for a type or shape it cannot take. */
 int bita_blocks_q8_pack(const uint8_t *raw, uint8_t *p, int type, int N, int K) {
-    const long long size = bita_blocks_size(type, N, K);
+    const long long size = packed_size(type, N, K), row_bytes = file_row_bytes(type, K);
     if (!size) return -1;
     write_header(p, size, type, N, K);
-    const int blocks = K / QK, in_block = file_block(type), out_block = packed_block(type);
-    const int integers = type == GGML_Q8_0 ? QK : QK / 2;  /* the file's block ends in its integers */
-    const uint8_t flip = type == GGML_Q8_0 && Q8_OFFSET ? 0x80 : 0;  /* q + 128 as vpdpbusd's unsigned bytes */
+    const BlockType *facts = block_type(type);
+    const int blocks = K / QK, out_block = facts->packed_bytes;
+    const uint8_t flip = facts->form == SIGNED && Q8_OFFSET ? 0x80 : 0;  /* q + 128 as vpdpbusd's unsigned bytes */
     for (int n = 0; n < N; n++)
         for (int b = 0; b < blocks; b++) {
-            const uint8_t *from = raw + ((size_t)n * blocks + b) * in_block, *q = from + in_block - integers;
-            uint8_t *to = p + HEADER + ((size_t)(n / TILE) * blocks + b) * out_block;
+            const uint8_t *row = raw + (size_t)n * row_bytes, *from = row + (size_t)b * facts->file_bytes;
+            uint8_t *to = p + HEADER + ((size_t)(n / TILE) * blocks + b) * out_block, q[QK];
             const int lane = n % TILE;
-            memcpy(to + 2 * lane, from, 2);                                        /* d */
-            if (type == GGML_Q4_1) memcpy(to + 2 * TILE + 2 * lane, from + 2, 2);  /* m */
-            for (int j = 0; j < integers; j++)
-                to[integers_at(type) + (j / 4) * GROUP_STRIDE + 4 * lane + j % 4] = q[j] ^ flip;
+            float scale[2] = {0.0f, 0.0f}, offset = 0.0f;
+            decode_block(type, row, b, q, scale, &offset);
+            if (facts->wide) {
+                for (int h = 0; h < facts->halves; h++) memcpy(to + 4 * (h * TILE + lane), &scale[h], 4);
+                if (facts->offset) memcpy(to + 4 * (facts->halves * TILE + lane), &offset, 4);
+            } else {
+                memcpy(to + 2 * lane, from, 2);                                       /* d, as the file holds it */
+                if (facts->offset) memcpy(to + 2 * TILE + 2 * lane, from + 2, 2);     /* Q4_1's m */
+            }
+            uint8_t *integers = to + facts->integers_at + 4 * lane;
+            if (facts->form == NIBBLES)
+                for (int j = 0; j < QK / 2; j++) integers[j / 4 * GROUP_STRIDE + j % 4] = q[j] | q[j + 16] << 4;
+            else
+                for (int j = 0; j < QK; j++) integers[j / 4 * GROUP_STRIDE + j % 4] = q[j] ^ flip;
         }
     return 0;
 }
@@ -249,7 +354,7 @@ void bita_blocks_q8_linear_##S(const type *x, const uint8_t *p, const float *bia
         return;                                                                                                      \
     }                                                                                                                \
     quantise_##store(x, words, M, K);                                                                                \
-    BY_TYPE(p, q8_linear_##S(words, p + HEADER, bias, residual, y, M, N, K, threads))                                \
+    BY_ANY_TYPE(p, q8_linear_##S(words, p + HEADER, bias, residual, y, M, N, K, threads))                            \
 }
 Q8_LINEAR(f32, float, f)
 Q8_LINEAR(bf16, uint16_t, u16)
