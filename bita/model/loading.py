@@ -23,7 +23,7 @@ from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURE
 from ..errors import BitaError
 from ..package_data import cache_root
 from ..runtime.build import make_runtime
-from ..runtime.kernels import WEIGHTS, drop_dense
+from ..runtime.kernels import BLOCK_WEIGHTS, WEIGHTS, block_paths, drop_dense, read_by
 from ..runtime.runtime import Runtime
 from .gguf_blocks import attach_blocks
 from .gguf_index import tensor_index
@@ -208,7 +208,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     as CUDA graphs on a GPU) or "stock" (transformers' own code and kernels). ``dtype`` "auto": bf16 on a GPU;
     on a CPU with ``kernels`` "auto", bf16 where measured faster and proved row-invariant, else fp32. ``weights``
     (a GGUF's linears, on a CPU with ``kernels`` "auto"): "auto" read from the file's blocks where the native kernels
-    read them and that is measured faster, "blocks" wherever they read them, "dense" never (what training needs)."""
+    read them and that is measured faster, "blocks" wherever they read them, "blocks-q8" so against 8-bit activations
+    (the kernel plan takes them otherwise only with ``dtype`` "auto": kernels.allowed_paths), "dense" never (what
+    training needs)."""
     if weights not in WEIGHTS:
         raise BitaError(f"unknown weights {weights!r}: choose {', '.join(WEIGHTS)}")
     target = pick_device(device)
@@ -229,19 +231,21 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if quantization is None:
         model.to(target)
     model.eval().requires_grad_(False)
+    choose = dtype == "auto" and kernels == "auto" and target.type == "cpu"
     blocks = weights != "dense" and kernels == "auto" and target.type == "cpu" and quantization is None
-    if weights == "blocks" and not (gguf and blocks):
-        raise BitaError("--weights blocks reads a GGUF model's blocks on a CPU with --kernels auto: "
+    if weights in BLOCK_WEIGHTS and not (gguf and blocks):
+        raise BitaError(f"--weights {weights} reads a GGUF model's blocks on a CPU with --kernels auto: "
                         f"{name!r} is {'not a GGUF' if not gguf else 'not run so here'}")
     if blocks and gguf:
         held, every = attach_blocks(model, gguf)
-        if weights == "blocks" and not every:
+        if weights in BLOCK_WEIGHTS and not every:
             logger.warning("%s: the layers run dense", held)
         else:
             logger.info(held)
-        if weights == "blocks" and every:  # no dense copy is ever needed: none is kept, nor converted to a dtype
-            drop_dense(model, [module for module in model.modules() if type(module) is nn.Linear])
-    choose = dtype == "auto" and kernels == "auto" and target.type == "cpu"
+        if weights in BLOCK_WEIGHTS and every:  # no dense copy of what the kernels read: none kept, nor converted
+            paths = block_paths(weights, choose)
+            drop_dense(model, [module for module in model.modules() if type(module) is nn.Linear
+                               and read_by(module, paths)])
     reason = "asked for" if dtype != "auto" else "the GPU's default" if target.type == "cuda" else \
         "the CPU's default with --kernels stock"
     runtime = make_runtime(model, kernels, choose, reason, cache_root(), weights)

@@ -45,12 +45,13 @@ FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 0.2
 
 
 def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
-            lean: bool = True, probe_file: Path | None = None, weights: str = "auto") -> Runtime:
+            lean: bool = True, probe_file: Path | None = None, weights: str = "auto", eight_bit: bool = False) -> Runtime:
     """``model``'s runtime, not yet probed: ``kernels`` installed (kernels.py: ``plan`` as given, else the plan
-    cached in ``plan_file``, else measured; ``weights``: which a GGUF's blocks may replace) and its forward chosen (the
+    cached in ``plan_file``, else measured; ``weights``: which a GGUF's blocks may replace; ``eight_bit``: whether the
+    plan may take 8-bit activations on them) and its forward chosen (the
     lean one where ``lean``, ``kernels`` is "auto" and the model is of its family; on a GPU, probes cached in
     ``probe_file`` help choose it)."""
-    plan, exact_attention = apply_kernels(model, kernels, plan_file, plan, weights)
+    plan, exact_attention = apply_kernels(model, kernels, plan_file, plan, weights, eight_bit)
     lean_forward = lean and kernels == "auto" and lean_unsupported(model) is None
     forward = choose_lean(model, plan, probe_file) if lean_forward else None
     return Runtime(model, forward or TransformersForward(model, exact=exact_attention), plan=plan)
@@ -124,13 +125,15 @@ def graphed_forwards(lean: LeanLlama) -> list[PaddedLean]:
 def make_runtime(model: nn.Module, kernels: str, choose_dtype: bool, dtype_reason: str, cache: Path,
                  weights: str = "auto") -> Runtime:
     """The runtime a loaded ``model`` runs with, registered for it (runtime.runtime_of). ``choose_dtype``:
-    ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py);
-    else ``dtype_reason`` says why its dtype. ``weights``: kernels.apply_kernels'. Kernel plans and precision probes
+    ``--dtype auto`` on a CPU with ``--kernels auto`` (``model`` in float32 until chosen: precision.py; the kernel
+    plan may then take 8-bit activations on a GGUF's blocks: kernels.allowed_paths); else ``dtype_reason`` says why
+    its dtype. ``weights``: kernels.apply_kernels'. Kernel plans and precision probes
     are kept in the machine profile in ``cache``."""
     profile = cache / PROFILE_FILE
 
     def prepared(candidate: nn.Module) -> Runtime:
-        return prepare(candidate, kernels, plan_file=profile, probe_file=profile, weights=weights)
+        return prepare(candidate, kernels, plan_file=profile, probe_file=profile, weights=weights,
+                       eight_bit=choose_dtype)
 
     if choose_dtype:
         runtime, choice = choose_cpu_dtype(model, prepared, profile, weights)

@@ -26,10 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BitaError
+from . import native
 from .hf_attention import our_attention, use_exact_attention
 from .blocks import blocks_of
 from .kernel_plan import (
     BLOCK_PATHS,
+    BLOCKS_Q8,
     STOCK,
     KernelPlan,
     PlannedLinear,
@@ -42,10 +44,14 @@ from .kernel_plan import (
 from .lean_llama import fused_groups, fused_product, fused_shape, lean_unsupported
 
 KERNELS = ("auto", "stock")
-WEIGHTS = ("auto", "dense", "blocks")
-WEIGHTS_HELP = ("a GGUF model's linears: auto (read from the file's blocks by the native kernels where it holds them "
-                "in Q4_0, Q4_1 or Q8_0 and that is measured faster here, once), blocks (from the blocks wherever "
-                "held in those types), dense (de-quantised to the dtype, as transformers loads them)")
+WEIGHTS = ("auto", "dense", "blocks", "blocks-q8")
+BLOCK_WEIGHTS = ("blocks", "blocks-q8")  # the --weights that read a GGUF's blocks wherever the kernels can
+WEIGHTS_HELP = ("a GGUF model's linears: auto (read from the file's blocks by the native kernels where that is "
+                "measured faster here, once: Q4_0, Q4_1 and Q8_0 against float activations; with --dtype auto also "
+                "Q5_0, Q4_K, Q5_K and Q6_K against activations quantised to 8 bits a block, llama.cpp's arithmetic, "
+                "where more than 15 %% faster), blocks (from the blocks wherever held in those types), blocks-q8 "
+                "(the blocks against 8-bit activations, whatever the dtype), dense (de-quantised to the dtype, as "
+                "transformers loads them)")
 NATIVE_FOLDER = "native"  # beside the kernel plans: native.py's library, built once per machine
 KERNELS_HELP = ("auto: on a CPU in float32 or bfloat16, every linear runs the one kernel path measured fastest "
                 "on this machine (measured once, cached), attention is ours (verification rows row-invariant), "
@@ -83,7 +89,8 @@ def _packable(module: nn.Module) -> bool:
 
 
 def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | None = None,
-                  plan: KernelPlan | None = None, weights: str = "auto") -> tuple[KernelPlan | None, bool]:
+                  plan: KernelPlan | None = None, weights: str = "auto",
+                  eight_bit: bool = False) -> tuple[KernelPlan | None, bool]:
     """Install the plan's paths on ``model``'s linears and our attention; return the plan (None: nothing
     installed, transformers' own kernels run) and whether the attention is now ours (it replaces "sdpa"
     and "eager" only).
@@ -91,9 +98,10 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     ``auto`` applies to plain ``nn.Linear`` layers on a CPU in float32 (or bfloat16); it is a no-op on
     CUDA, for other dtypes and for quantised layers. The plan: ``plan`` as given (tests), else read from
     or measured into the JSON table ``plan_file`` (None: measured, not kept). ``stock`` changes nothing.
-    ``weights`` "blocks": linears held in GGUF blocks (runtime/blocks.py) choose among the blocks paths alone. A linear
-    whose path reads its blocks drops its dense weight (a meta tensor keeps its shape), unless the input embedding
-    shares it. The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
+    ``weights`` "blocks": linears held in GGUF blocks (runtime/blocks.py) choose among the blocks paths alone,
+    "blocks-q8": BLOCKS_Q8 alone. BLOCKS_Q8, whose 8-bit activations change the arithmetic, is offered otherwise only
+    where ``eight_bit`` (``--dtype auto``: the arithmetic is the measurement's to choose). A linear whose path reads its
+    blocks drops its dense weight (a meta tensor keeps its shape), unless the input embedding shares it. The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
     if kernels not in KERNELS:
         raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -107,8 +115,7 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         head_product = products_of([head])[0] if head is not None else None
         paths = offered_paths(products_of(in_layers[:1] or [head])[0][0],  # the weight, carrying its blocks
                               plan_file.parent / NATIVE_FOLDER if plan_file else None)
-        if weights == "blocks" and layers and all(blocks_of(weight) for weight, _ in layers):
-            paths = tuple(path for path in paths if path in BLOCK_PATHS)
+        paths = allowed_paths(paths, weights, eight_bit, bool(layers) and all(blocks_of(w) for w, _ in layers))
         timed = lambda: run_products(model, in_layers)  # noqa: E731 - the products as passes run them, to time
         plan = cached_plan(plan_file, layers, head_product, paths, timed) if plan_file \
             else measure_plan(timed(), head_product, paths)
@@ -118,6 +125,31 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
         module.forward = PlannedForward(module, path)
     use_exact_attention(model, True)
     return plan, our_attention(model)
+
+
+def block_paths(weights: str, eight_bit: bool) -> tuple[str, ...]:
+    """The blocks paths a plan may take for ``weights`` (apply_kernels'): BLOCKS_Q8 alone for "blocks-q8"; else
+    BLOCKS_Q8, whose 8-bit activations change the arithmetic, beside the others only where ``eight_bit``."""
+    if weights == "blocks-q8":
+        return (BLOCKS_Q8,)
+    return BLOCK_PATHS if eight_bit else tuple(path for path in BLOCK_PATHS if path != BLOCKS_Q8)
+
+
+def allowed_paths(offered: tuple[str, ...], weights: str, eight_bit: bool, all_blocks: bool) -> tuple[str, ...]:
+    """Of the paths ``offered`` here, those a plan may choose for ``weights``: the allowed ``block_paths``, and where
+    ``weights`` is "blocks" or "blocks-q8" and every layer's product is held in blocks (``all_blocks``) no other
+    (BitaError where "blocks-q8" is asked for and BLOCKS_Q8 not offered)."""
+    if weights == "blocks-q8" and BLOCKS_Q8 not in offered:
+        raise BitaError("--weights blocks-q8 reads a GGUF's blocks against 8-bit activations: the kernel "
+                        "(native_blocks_q8.c) does not read this model's layers on this CPU")
+    blocks, only_blocks = block_paths(weights, eight_bit), weights in BLOCK_WEIGHTS and all_blocks
+    return tuple(path for path in offered if path in blocks or path not in BLOCK_PATHS and not only_blocks)
+
+
+def read_by(module: nn.Linear, paths: tuple[str, ...]) -> bool:
+    """Whether one of the blocks ``paths`` reads ``module``'s GGUF blocks on this CPU (native.reads)."""
+    weight = products_of([module])[0][0]
+    return any(native.reads(path, weight) for path in paths)
 
 
 def drop_dense(model: nn.Module, modules: list[nn.Linear]) -> None:

@@ -5,6 +5,8 @@ and no-ops where they do not apply."""
 import pytest
 import torch
 from conftest import TINY_CONFIGS, random_prompts, tiny_model
+from gguf import GGMLQuantizationType
+from gguf_weights import hold_in_blocks
 from torch import nn
 
 from bita.decode.autoregressive import ar_steps
@@ -12,11 +14,13 @@ from bita.decode.hf_reference import hf_generate
 from bita.decode.step import Decoding, bita_steps
 from bita.decode.stopping import StopCondition
 from bita.drafts.tree import parse_tree_spec
+from bita.errors import BitaError
 from bita.model.adapter import BitaAdapter
 from bita.runtime.build import prepare
 from bita.runtime.hf_attention import ROW_INVARIANT
-from bita.runtime.kernel_plan import PACKED, TRANSPOSED, KernelPlan, PlannedLinear
-from bita.runtime.kernels import PlannedForward, apply_kernels, stock_kernels
+from bita.runtime import native
+from bita.runtime.kernel_plan import BLOCKS, BLOCKS_Q8, NATIVE, PACKED, STOCK, TRANSPOSED, KernelPlan, PlannedLinear
+from bita.runtime.kernels import PlannedForward, allowed_paths, apply_kernels, block_paths, stock_kernels
 from bita.runtime.layer_masks import additive_mask
 from bita.training.objective import SarObjective, make_batch
 
@@ -193,3 +197,27 @@ def test_each_weight_is_held_once_beside_the_copy_its_path_reads(lean):
     parameters, held = weight_bytes(runtime)
     assert runtime.forward.kind.startswith("lean") == lean
     assert held <= 2.02 * parameters, f"{held / parameters:.2f}x the parameters' bytes"
+
+
+def test_eight_bit_activations_are_offered_only_where_asked_for_or_left_to_the_measurement():
+    """8-bit activations change the tokens: a plan takes BLOCKS_Q8 only with --dtype auto (``eight_bit``) or
+    --weights blocks-q8; --weights blocks keeps to the blocks paths where every layer is held in blocks."""
+    offered = (STOCK, PACKED, BLOCKS, BLOCKS_Q8)
+    assert allowed_paths(offered, "auto", eight_bit=False, all_blocks=True) == (STOCK, PACKED, BLOCKS)
+    assert allowed_paths(offered, "auto", eight_bit=True, all_blocks=True) == offered
+    assert allowed_paths(offered, "blocks", eight_bit=False, all_blocks=True) == (BLOCKS,)
+    assert allowed_paths(offered, "blocks", eight_bit=True, all_blocks=True) == (BLOCKS, BLOCKS_Q8)
+    assert allowed_paths(offered, "blocks", eight_bit=False, all_blocks=False) == (STOCK, PACKED, BLOCKS)
+    assert allowed_paths(offered, "blocks-q8", eight_bit=False, all_blocks=True) == (BLOCKS_Q8,)
+    assert block_paths("blocks-q8", eight_bit=True) == (BLOCKS_Q8,)
+    with pytest.raises(BitaError, match="blocks-q8 reads a GGUF's blocks against 8-bit activations"):
+        allowed_paths((STOCK, BLOCKS), "blocks-q8", eight_bit=True, all_blocks=True)
+
+
+@pytest.mark.skipif(native.KERNELS[BLOCKS_Q8].unavailable() is not None, reason="no 8-bit-activation kernel here")
+@pytest.mark.parametrize("weights,eight_bit,expected", [("blocks", False, {BLOCKS}), ("blocks-q8", False, {BLOCKS_Q8}),
+                                                        ("blocks", True, {BLOCKS, BLOCKS_Q8})])
+def test_a_measured_plan_on_blocks_keeps_to_the_arithmetic_allowed(tmp_path, weights, eight_bit, expected):
+    model = hold_in_blocks(tiny_model("llama"), tmp_path, GGMLQuantizationType.Q4_1)
+    plan, _ = apply_kernels(model, "auto", weights=weights, eight_bit=eight_bit)
+    assert plan.layers in expected and plan.head in expected | {STOCK, PACKED, TRANSPOSED, NATIVE}
