@@ -30,6 +30,7 @@ from bita.errors import BitaError
 from bita.generate import MAX_NEW_TOKENS_LIMIT
 from bita.runtime.cpu_quota import container_cpus
 from bita.runtime.threads import set_configured
+from bita.serve.decoding_files import MAX_OPENED_MB
 from bita.serve.engine import Engine
 from bita.serve.model_work import model_work_for
 from bita.serve.page import PAGE_CSS, PAGE_JS, build_app
@@ -87,7 +88,8 @@ def main() -> None:
     logger.info("tree for %s: %s", engine.default_adapter, plan.reason)
     limits = Limits(args.max_new_tokens, args.queue_size)
     build_app(engine, limits, args.concurrency, args.tree, args.drafts).launch(
-        server_name=args.host, server_port=args.port, js=PAGE_JS, css=PAGE_CSS)
+        server_name=args.host, server_port=args.port, js=PAGE_JS, css=PAGE_CSS,
+        max_file_size=f"{MAX_OPENED_MB}mb")  # a larger upload is refused before it is written to disk
 
 
 if __name__ == "__main__":

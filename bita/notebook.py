@@ -26,8 +26,10 @@ class Playback:
     html: str
 
     def _repr_html_(self) -> str:
-        """The page in an iframe (``srcdoc``): its scripts run apart from the notebook's."""
-        return (f'<iframe srcdoc="{html.escape(self.html)}" style="width:100%;height:{FRAME_HEIGHT}px;border:0" '
+        """The page in an iframe (``srcdoc``) sandboxed to run its scripts alone: no origin of its own, so nothing
+        in a saved decoding someone else made can reach the notebook's page or its kernel."""
+        return (f'<iframe sandbox="allow-scripts" srcdoc="{html.escape(self.html)}" '
+                f'style="width:100%;height:{FRAME_HEIGHT}px;border:0" '
                 'title="a decoding played back"></iframe>')
 
     def save(self, path: str | Path) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .decode.record_codec import is_id, step_from_json, step_json
+from .decode.record_codec import FINISHES, is_id, mistyped, of_type, step_from_json, step_json
 from .decode.records import StepRecord
 from .decode.sampling import Sampling
 from .decode.text_pieces import token_texts
@@ -158,7 +158,7 @@ def steps_of(passes: list) -> list[StepRecord]:
             steps.append(step_from_json(data))
         except KeyError as error:
             raise ValueError(f"pass {index} has no field {error}") from None
-        except (TypeError, ValueError, AttributeError) as error:
+        except (TypeError, ValueError, AttributeError, OverflowError) as error:
             raise ValueError(f"pass {index}: {error}") from None
     return steps
 
@@ -178,6 +178,9 @@ def check_saved(saved: SavedDecoding) -> None:
     tokens, a text piece per token, and the text of every id it names."""
     emitted = [t for step in saved.steps for t in step.emitted]
     problems = [
+        (mistyped(saved.origin) is None and mistyped(saved.settings) is None and isinstance(saved.text, str)
+         and of_type(saved.seconds, float) and saved.finish in FINISHES,
+         "its origin, settings, text, finish or seconds is not of its type"),
         (saved.method in METHODS, f"method {saved.method!r} is not one of {', '.join(METHODS)}"),
         (saved.steps and [step.index for step in saved.steps] == list(range(len(saved.steps))),
          "its passes are not numbered 0, 1, 2, ..."),
@@ -199,6 +202,8 @@ def parse_saved(text: str, where: str = "the saved decoding") -> SavedDecoding:
     else: not JSON, not a saved decoding, a newer format, a missing field, parts that do not hold together."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise BitaError(f"{where} is not a saved decoding: its values are nested too deep") from None
     except ValueError as error:
         raise BitaError(f"{where} is not JSON (cut short or edited?): {error}") from None
     found = data.get("format") if isinstance(data, dict) else None
@@ -211,7 +216,7 @@ def parse_saved(text: str, where: str = "the saved decoding") -> SavedDecoding:
         return decoding_of(data)
     except KeyError as error:
         raise BitaError(f"{where} is not a usable saved decoding: it has no field {error}") from None
-    except (TypeError, ValueError, AttributeError, BitaError) as error:
+    except (TypeError, ValueError, AttributeError, OverflowError, RecursionError, BitaError) as error:
         raise BitaError(f"{where} is not a usable saved decoding: {error}") from None
 
 

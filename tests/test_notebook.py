@@ -25,7 +25,9 @@ def test_a_run_a_saved_decoding_and_its_file_show_the_same_page(tmp_path):
              bita.show(saved), bita.show(path, loaded=loaded), bita.show(str(path))]
     assert all(playback.html == page for playback in shown)
     inline = shown[0]._repr_html_()
-    srcdoc = re.fullmatch(r'<iframe srcdoc="([^"]*)" style="[^"]*" title="[^"]*"></iframe>', inline).group(1)
+    # sandboxed: the page's scripts run without an origin, apart from the notebook's page and kernel
+    srcdoc = re.fullmatch(r'<iframe sandbox="allow-scripts" srcdoc="([^"]*)" style="[^"]*" title="[^"]*"></iframe>',
+                          inline).group(1)
     assert html.unescape(srcdoc) == page
     assert shown[0].save(tmp_path / "decoding.html").read_text() == page
 

@@ -54,6 +54,17 @@ def edited(saved, edit) -> str:
     (lambda d: d["passes"].reverse(), "not numbered 0, 1, 2"),
     (lambda d: d["settings"].update(temperature=-1), "temperature must be"),
     (lambda d: d.update(method="hf"), "method 'hf'"),
+    # hostile values: each would reach a page or a computation unchecked
+    (lambda d: d["passes"][1].update(rows="<img src=x onerror=alert(1)>"), "pass 1: its field 'rows'"),
+    (lambda d: d["passes"][2]["nodes"][0].update(rank="<b>1</b>"), "pass 2: its field 'nodes'"),
+    (lambda d: d["passes"][2]["nodes"][0].update(prob=float("nan")), "pass 2: its field 'nodes'"),
+    (lambda d: d["passes"][2]["nodes"][0].update(source="<script>"), "pass 2: a draft's source"),
+    (lambda d: d["passes"][2].update(position="7"), "pass 2: its field 'position'"),
+    (lambda d: d["passes"][2].update(rows=10 ** 9), "pass 2: its rows"),
+    (lambda d: d["passes"][0].update(attention={"shape": [float("inf"), 1], "bits": ""}), "pass 0: its attention"),
+    (lambda d: d.update(prompt_ids=[2 ** 64]), "prompt ids are not token ids"),
+    (lambda d: d["origin"].update(model=["x"]), "origin, settings, text, finish or seconds"),
+    (lambda d: d.update(seconds=float("inf")), "origin, settings, text, finish or seconds"),
 ])
 def test_a_file_edited_out_of_shape_is_refused_in_one_line(saved, edit, message):
     with pytest.raises(BitaError, match=message) as refused:
@@ -62,7 +73,8 @@ def test_a_file_edited_out_of_shape_is_refused_in_one_line(saved, edit, message)
 
 
 @pytest.mark.parametrize("text,message", [("", "not JSON"), ('{"format": 1, "method": "bi', "not JSON"),
-                                          ("[1, 2]", "not a saved decoding")])
+                                          ("[1, 2]", "not a saved decoding"),
+                                          ("[" * 100_000 + "]" * 100_000, "nested too deep")])
 def test_a_file_cut_short_or_not_a_decoding_is_refused(text, message):
     with pytest.raises(BitaError, match=message):
         parse_saved(text)

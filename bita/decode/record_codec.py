@@ -8,16 +8,25 @@ a ValueError, TypeError or KeyError names what does not, for a file cut short or
 from __future__ import annotations
 
 import base64
-from dataclasses import asdict, fields
+import math
+import types
+import typing
+from dataclasses import asdict, fields, is_dataclass
 
 import numpy as np
 import torch
 
+from ..drafts.sources import SOURCES, parts
 from .explain import Alternative, RowVerdict, Warp
 from .records import ACCEPTED, REJECTED, DraftNode, StepRecord
 
 KINDS = ("prefill", "tree", "ar")
 ROW_KINDS = ("context", "root", "candidate", "mask")
+FINISHES = (None, "eos", "stop", "length")
+MAX_ID = 2 ** 31  # token ids are below it (a vocabulary's size)
+MAX_WHOLE = 2 ** 53  # no count, position or seed of a decoding is larger
+MAX_ROWS, MAX_KEYS = 1 << 15, 1 << 18  # a recorded pass's rows and its mask's keys (a prompt's prefill included)
+MAX_DRAFTS = 512  # a pass's draft nodes (the largest tree a request may ask for is far smaller)
 
 
 def attention_json(attention: torch.Tensor) -> dict:
@@ -27,8 +36,13 @@ def attention_json(attention: torch.Tensor) -> dict:
 
 
 def attention_from_json(data: dict) -> torch.Tensor:
-    """``attention_json``'s bool [rows, keys] again; ValueError where the bits do not fill the shape."""
-    rows, keys = (int(n) for n in data["shape"])
+    """``attention_json``'s bool [rows, keys] again; ValueError where the shape is not two whole numbers within
+    MAX_ROWS and MAX_KEYS or the bits do not fill it."""
+    shape = data["shape"]
+    if not (isinstance(shape, list) and len(shape) == 2 and all(map(is_whole, shape)) and 0 <= shape[0] <= MAX_ROWS
+            and 0 <= shape[1] <= MAX_KEYS and isinstance(data["bits"], str)):
+        raise ValueError(f"its attention mask's shape is not [rows <= {MAX_ROWS}, keys <= {MAX_KEYS}]")
+    rows, keys = shape
     packed = np.frombuffer(base64.b64decode(data["bits"], validate=True), dtype=np.uint8)
     if len(packed) != (rows * keys + 7) // 8:
         raise ValueError(f"the attention mask holds {len(packed)} bytes, not the {(rows * keys + 7) // 8} of "
@@ -68,16 +82,57 @@ def step_from_json(data: dict) -> StepRecord:
     return record
 
 
+def is_whole(value) -> bool:
+    """Whether ``value`` is a whole number (not a bool) within MAX_WHOLE of 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_WHOLE
+
+
 def is_id(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_whole(value) and 0 <= value < MAX_ID
+
+
+def of_type(value, hint) -> bool:
+    """Whether ``value`` is of the annotation ``hint``: bools as bools, ints whole (``is_whole``), floats finite (a
+    whole number too), strings, None, lists and tuples of their items' type, dataclasses field by field
+    (``mistyped``); a tensor is its own reader's to check."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(of_type(value, arg) for arg in args)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(map(of_type, value, args))
+        return all(of_type(item, args[0]) for item in value)
+    if is_dataclass(hint):
+        return isinstance(value, hint) and mistyped(value) is None
+    plain = {type(None): lambda: value is None, bool: lambda: isinstance(value, bool), int: lambda: is_whole(value),
+             str: lambda: isinstance(value, str),
+             float: lambda: (is_whole(value) or isinstance(value, float)) and math.isfinite(value)}
+    return plain.get(hint, lambda: True)()
+
+
+def mistyped(record) -> str | None:
+    """The name of the first field of the dataclass ``record`` not of its annotated type (``of_type``), or None."""
+    hints = typing.get_type_hints(type(record))
+    return next((f.name for f in fields(record) if not of_type(getattr(record, f.name), hints[f.name])), None)
 
 
 def check_step(record: StepRecord) -> None:
-    """ValueError unless ``record`` holds together: token ids are whole numbers, every parent precedes its node,
+    """ValueError unless ``record`` holds together: every field of its type (``mistyped``: it is shown, so nothing
+    else reaches a page), its rows and finish ones a pass has, each draft's source a known one, token ids whole
+    numbers below MAX_ID, every parent precedes its node,
     the accepted tokens are the accepted path's, the emitted ones a prefix of them and the bonus, each verdict is
     of its emitted token, and the attention mask (where recorded) has a row per fed row and a kind per row."""
+    wrong = mistyped(record)
+    if wrong is not None:
+        raise ValueError(f"its field {wrong!r} (or a field of its drafts or verdicts) is not of its type")
     problems = [
         (record.kind in KINDS, f"kind {record.kind!r} is not one of {', '.join(KINDS)}"),
+        (0 <= record.rows <= MAX_ROWS and len(record.nodes) <= MAX_DRAFTS and record.finish in FINISHES,
+         f"its rows ({record.rows}, at most {MAX_ROWS}), drafts ({len(record.nodes)}, at most {MAX_DRAFTS}) or "
+         "finish is not one a pass has"),
+        (all(set(parts(n.source)) <= set(SOURCES) for n in record.nodes), "a draft's source is not one bita names"),
         (all(map(is_id, [record.root, record.bonus, *record.accepted, *record.emitted,
                          *(n.token for n in record.nodes)])), "a token id is not a whole number"),
         (all(isinstance(n.parent, int) and -1 <= n.parent < i and n.status in (ACCEPTED, REJECTED)

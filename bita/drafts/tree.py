@@ -17,6 +17,8 @@ Shapes of trees (see ``parse_tree_spec``):
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -110,6 +112,19 @@ def full_tree(topk_per_depth: list[int], chain_groups_only: bool = False) -> Dra
     return DraftTree(tuple(nodes))
 
 
+MAX_CANDIDATES = 256  # a tree's candidates a pass (full:3,3,3 has 39; each adds rows a pass pays for)
+
+
+def candidate_count(kind: str, values: list[int]) -> int:
+    """The candidates of the tree spec ``kind:values``: a chain's depth, an efficient tree's K1 + K2 + ..., a full
+    tree's K1 + K1 K2 + ... (counted without building it)."""
+    if kind == "chain":
+        return values[0]
+    if kind == "efficient":
+        return sum(values)
+    return sum(math.prod(values[:depth]) for depth in range(1, len(values) + 1))
+
+
 def parse_tree_spec(spec: str) -> DraftTree:
     """Parse ``efficient:5,4,3``, ``chain:3``, ``full:3,2,2`` (optionally ``/chain-groups``)."""
     text = spec.strip().lower()
@@ -125,9 +140,12 @@ def parse_tree_spec(spec: str) -> DraftTree:
             f"invalid tree spec {spec!r}: expected 'efficient:K1,K2,..', 'chain:DEPTH' or "
             "'full:K1,K2,..' with numbers between 1 and 64, optionally followed by '/chain-groups'"
         )
+    if kind == "chain" and len(values) != 1:
+        raise BitaError(f"invalid tree spec {spec!r}: 'chain' takes one depth, e.g. 'chain:3'")
+    candidates = candidate_count(kind, values)
+    if candidates > MAX_CANDIDATES:
+        raise BitaError(f"invalid tree spec {spec!r}: {candidates} candidates a pass; at most {MAX_CANDIDATES}")
     if kind == "chain":
-        if len(values) != 1:
-            raise BitaError(f"invalid tree spec {spec!r}: 'chain' takes one depth, e.g. 'chain:3'")
         tree = efficient_tree([1] * values[0], chain_groups_only)
     elif kind == "efficient":
         tree = efficient_tree(values, chain_groups_only)

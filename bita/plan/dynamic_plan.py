@@ -26,6 +26,7 @@ from ..model.rank_stats import SAMPLE_RANKS, decode_pass
 from ..model.target_stats import TargetDepth, decode_target
 from .acceptance import Forecast, walk_outcome
 
+MAX_DYNAMIC_ROWS = 512  # rows a dynamic tree's pass may ask for (the largest trees worth a pass are far smaller)
 DYNAMIC = "dynamic"  # tree specs "dynamic:ROWS[/DEPTH]"
 DYNAMIC_ROWS = (6, 8, 10, 12, 16, 20, 24)  # budgets ``auto`` considers
 # What a drafted pass is worth over a draftless one, in tokens: about its accepted drafts, 0.7-1.3
@@ -138,6 +139,8 @@ def dynamic_shapes(adapter: BitaAdapter, rows: int, depth: int | None = None) ->
     if not isinstance(rows, int) or rows < 2 + min(depths):
         raise BitaError(f"a dynamic tree needs at least {2 + min(depths)} rows (the root, its mask group of "
                         f"{min(depths)} and one candidate), not {rows}")
+    if rows > MAX_DYNAMIC_ROWS:
+        raise BitaError(f"a dynamic tree takes at most {MAX_DYNAMIC_ROWS} rows a pass, not {rows}")
     reliability = stored_reliability(adapter)
     return [DynamicShape(rows, d, SAMPLE_RANKS, DRAFT_VALUE, reliability) for d in depths if rows >= 2 + d]
 

@@ -30,7 +30,7 @@ def resolve_tree(tree: str | DraftTree | DynamicShape, adapter: BitaAdapter) -> 
     DEPTH deep or as deep as forecasts best) as the tree or shape it names, checked against ``adapter``."""
     if isinstance(tree, str) and tree.strip().lower().startswith(DYNAMIC + ":"):
         rows, _, depth = tree.strip()[len(DYNAMIC) + 1:].partition("/")
-        if not rows.isdigit() or not (depth.isdigit() or not depth):
+        if not (rows.isascii() and rows.isdigit()) or not (depth.isascii() and depth.isdigit() or not depth):
             raise BitaError(f"invalid tree spec {tree!r}: expected 'dynamic:ROWS' or 'dynamic:ROWS/DEPTH', "
                             "e.g. 'dynamic:12'")
         return dynamic_shape(adapter, int(rows), int(depth) if depth else None)

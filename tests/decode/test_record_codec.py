@@ -43,7 +43,7 @@ def test_attention_bits_pack_any_shape(shape):
     (lambda d: d.update(emitted=[99, 98]), "emitted tokens are not"),
     (lambda d: d.update(accepted=[17]), "accepted tokens are not"),
     (lambda d: d["nodes"][0].update(parent=5), "parent or status"),
-    (lambda d: d.update(root="the"), "not a whole number"),
+    (lambda d: d.update(root="the"), "its field 'root'"),
     (lambda d: d["verdicts"][0]["chosen"].update(token=3), "verdicts are not of its emitted"),
     (lambda d: d.update(rows=2), "attention mask is not one of its 2 rows"),
     (lambda d: d["attention"].update(bits="AAAA"), "bytes, not the"),

@@ -41,3 +41,9 @@ def test_chain_spec_is_top1_per_depth():
 def test_bad_specs_are_refused_clearly(spec):
     with pytest.raises(BitaError, match="tree spec"):
         parse_tree_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["full:64,64,64", "efficient:64,64,64,64,64", "full:8,8,8"])
+def test_a_tree_too_large_for_a_pass_is_refused_before_it_is_built(spec):
+    with pytest.raises(BitaError, match="candidates a pass; at most 256"):
+        parse_tree_spec(spec)

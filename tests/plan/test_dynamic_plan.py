@@ -2,16 +2,18 @@
 over them: pure, no model."""
 
 import pytest
-from conftest import RAW_PROBABILITIES
+from conftest import RAW_PROBABILITIES, tiny_model
 
 from bita.decode.masks import decode_layout
 from bita.drafts.dynamic import DynamicShape
 from bita.drafts.tree import EMPTY_TREE, parse_tree_spec
 from bita.errors import BitaError
+from bita.model.adapter import BitaAdapter
 from bita.model.rank_stats import MISS, decode_pass, encode_pass
 from bita.plan.acceptance import Forecast, forecast
 from bita.plan.autotree import CostTable, choose_tree
 from bita.plan.dynamic_plan import ScoredPass, forecast_passes, stored_passes
+from bita.plan.tree_plan import resolve_tree
 
 SURE = [[0.9, 0.05, 0.02, 0.01], [0.9, 0.05, 0.02, 0.01], [0.9, 0.05, 0.02, 0.01]]
 UNSURE = [[0.4, 0.35, 0.1, 0.05], [0.3, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.1]]
@@ -103,3 +105,12 @@ def test_a_stored_pass_reads_back_and_a_corrupted_sample_is_refused():
 
     with pytest.raises(BitaError, match="corrupted"):
         stored_passes(Adapter())
+
+
+@pytest.mark.parametrize("spec,message", [("dynamic:100000", "at most 512 rows"),
+                                          ("dynamic:²", "expected 'dynamic:ROWS'"),
+                                          ("dynamic:12/³", "expected 'dynamic:ROWS'")])
+def test_a_dynamic_tree_of_absurd_rows_or_of_other_digits_is_refused_in_one_line(spec, message):
+    adapter = BitaAdapter.create(tiny_model("llama"), prompt_tokens=4, mask_tokens=3, seed=1)
+    with pytest.raises(BitaError, match=message):
+        resolve_tree(spec, adapter)
