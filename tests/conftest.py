@@ -86,14 +86,15 @@ def windowed_tiny(request):
 def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.nn.Module | None = None,
                  path: str | None = None) -> Runtime:
     """The runtime of a tiny model (``model``, else ``tiny_model(arch)``) in ``dtype`` on our kernels, every
-    linear on one path (``path``, else oneDNN's packed where this CPU packs that dtype) as a measured plan would
-    have it, and on the lean forward where ``lean`` and its architecture has one (else transformers' path, our
-    attention)."""
+    linear on one path (``path``, else oneDNN's packed where plans are offered it in that dtype, else native) as a
+    plan would have it, and on the lean forward where ``lean`` and its architecture has one (else transformers'
+    path, our attention)."""
     from bita.runtime.build import prepare
-    from bita.runtime.kernel_plan import PACKED, STOCK, KernelPlan, pack
+    from bita.runtime.kernel_plan import NATIVE, PACKED, STOCK, KernelPlan, offered_paths
 
     model = (model if model is not None else tiny_model(arch)).to(dtype)
-    path = path or (PACKED if pack(torch.zeros(8, 8, dtype=dtype)) is not None else STOCK)
+    offered = offered_paths(torch.zeros(8, 8, dtype=dtype))
+    path = path or next(path for path in (PACKED, NATIVE, STOCK) if path in offered or path == STOCK)
     return prepare(model, "auto", plan=KernelPlan(path, path), lean=lean)
 
 

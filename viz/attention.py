@@ -24,6 +24,8 @@ from .layout import fit_narrow
 from .palette import ATTENTION_COLORS, KEY_KINDS
 
 CELL_NAMES = ("blocked", *KEY_KINDS)  # colorbar ticks, in code order
+MAX_HOVER_CELLS = 40_000  # past it (a long prompt's prefill, a crafted file) a cell's hover is its column, row and code
+MAX_HEIGHT = 2400  # pixels: past it the rows are drawn thinner
 
 
 @dataclass(frozen=True)
@@ -166,14 +168,16 @@ def attention_figure(record: StepRecord, decode: Decode, context_tokens: Sequenc
     groups = mask_groups(record.row_kinds, 1 + sum(n.has_group for n in record.nodes))
     first_new = len(columns) - len(rows)
     column_groups = [None] * first_new + groups
-    hover = [[f"{row} → {column.label}: {'allowed' if code else 'blocked'}"
+    hover = None if len(rows) * len(columns) > MAX_HOVER_CELLS else [[
+        f"{row} → {column.label}: {'allowed' if code else 'blocked'}"
               + (f" ({len(column.sources)} keys)" if len(column.sources) > 1 else "")
               + "<br>" + cell_reason(kind, column.kind, bool(code), group is not None and group == column_groups[c],
                                      c - first_new == r)
               for c, (column, code) in enumerate(zip(columns, line))]
              for r, (row, kind, group, line) in enumerate(zip(rows, record.row_kinds, groups, codes.tolist()))]
     figure = go.Figure(go.Heatmap(
-        z=codes.tolist(), x=list(range(len(columns))), y=list(range(len(rows))), text=hover, hoverinfo="text",
+        z=codes.tolist(), x=list(range(len(columns))), y=list(range(len(rows))), text=hover,
+        hoverinfo="text" if hover else "x+y+z",
         zmin=-0.5, zmax=len(ATTENTION_COLORS) - 0.5, colorscale=_discrete_colorscale(ATTENTION_COLORS), xgap=1, ygap=1,
         colorbar=dict(tickvals=list(range(len(CELL_NAMES))), ticktext=list(CELL_NAMES), title="key")))
     boundaries = [i for i in range(1, len(columns)) if columns[i].kind != columns[i - 1].kind
@@ -187,7 +191,7 @@ def attention_figure(record: StepRecord, decode: Decode, context_tokens: Sequenc
     figure.update_layout(
         title=f"Attention of pass {record.index} ({record.kind}): {n_rows} new rows; keys = "
               f"{n_prompt} prompt slots + {n_cached} cached + {n_rows} new",
-        template="plotly_white", height=max(420, 220 + 14 * n_rows),
+        template="plotly_white", height=min(MAX_HEIGHT, max(420, 220 + 14 * n_rows)),
         xaxis=dict(tickvals=x_ticks[0], ticktext=x_ticks[1], tickangle=-60, title="key column"),
         yaxis=dict(tickvals=y_ticks[0], ticktext=y_ticks[1], autorange="reversed", title="new row"))
     return fit_narrow(figure)

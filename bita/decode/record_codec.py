@@ -26,6 +26,7 @@ FINISHES = (None, "eos", "stop", "length")
 MAX_ID = 2 ** 31  # token ids are below it (a vocabulary's size)
 MAX_WHOLE = 2 ** 53  # no count, position or seed of a decoding is larger
 MAX_ROWS, MAX_KEYS = 1 << 15, 1 << 18  # a recorded pass's rows and its mask's keys (a prompt's prefill included)
+MAX_MASK_CELLS = 1 << 24  # a recorded mask's rows x keys: 2 MB packed, a prefill of 2k rows over 8k keys
 MAX_DRAFTS = 512  # a pass's draft nodes (the largest tree a request may ask for is far smaller)
 
 
@@ -40,8 +41,9 @@ def attention_from_json(data: dict) -> torch.Tensor:
     MAX_ROWS and MAX_KEYS or the bits do not fill it."""
     shape = data["shape"]
     if not (isinstance(shape, list) and len(shape) == 2 and all(map(is_whole, shape)) and 0 <= shape[0] <= MAX_ROWS
-            and 0 <= shape[1] <= MAX_KEYS and isinstance(data["bits"], str)):
-        raise ValueError(f"its attention mask's shape is not [rows <= {MAX_ROWS}, keys <= {MAX_KEYS}]")
+            and 0 <= shape[1] <= MAX_KEYS and shape[0] * shape[1] <= MAX_MASK_CELLS and isinstance(data["bits"], str)):
+        raise ValueError(f"its attention mask's shape is not [rows <= {MAX_ROWS}, keys <= {MAX_KEYS}] of at most "
+                         f"{MAX_MASK_CELLS} cells")
     rows, keys = shape
     packed = np.frombuffer(base64.b64decode(data["bits"], validate=True), dtype=np.uint8)
     if len(packed) != (rows * keys + 7) // 8:

@@ -16,6 +16,7 @@ MAGIC = b"GGUF"
 STRING, ARRAY = 8, 9  # GGUF's value types of variable size
 FIXED_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # the other types' bytes
 ALIGNMENT_KEY, DEFAULT_ALIGNMENT = "general.alignment", 32
+MAX_NESTING, MAX_DIMENSIONS = 8, 4  # arrays in arrays a header may hold; a tensor's dimensions (GGML_MAX_DIMS)
 
 
 @dataclass(frozen=True)
@@ -50,24 +51,26 @@ class _Cursor:
 
     def string(self) -> str:
         length = self.take("<Q")
-        text = self.data[self.at:self.at + length]
-        if len(text) != length:
+        if length > len(self.data) - self.at:  # checked before anything is read
             raise ValueError("it ends inside its header")
+        text = self.data[self.at:self.at + length]
         self.at += length
         return text.decode("utf-8", errors="replace")
 
-    def skip(self, kind: int) -> None:
-        """Past a value of GGUF type ``kind``."""
+    def skip(self, kind: int, depth: int = 0) -> None:
+        """Past a value of GGUF type ``kind`` (an array in ``depth`` arrays: at most MAX_NESTING)."""
         if kind == STRING:
             length = self.take("<Q")  # read before ``at`` is: ``self.at += self.take(...)`` would lose its advance
             self.at += length
         elif kind == ARRAY:
+            if depth >= MAX_NESTING:
+                raise ValueError(f"its header nests arrays more than {MAX_NESTING} deep")
             inner, count = self.take("<I"), self.take("<Q")
             if inner in FIXED_SIZES:
                 self.at += FIXED_SIZES[inner] * count
             else:
                 for _ in range(count):
-                    self.skip(inner)
+                    self.skip(inner, depth + 1)
         elif kind in FIXED_SIZES:
             self.at += FIXED_SIZES[kind]
         else:
@@ -98,11 +101,15 @@ def _read(data: mmap.mmap) -> dict[str, TensorEntry]:
         key, kind = cursor.string(), cursor.take("<I")
         if key == ALIGNMENT_KEY and kind == 4:
             alignment = cursor.take("<I")
+            if alignment < 1 or alignment & (alignment - 1):
+                raise ValueError(f"its alignment {alignment} is not a power of two")
         else:
             cursor.skip(kind)
     found = []
     for _ in range(tensors):
         name, dimensions = cursor.string(), cursor.take("<I")
+        if dimensions > MAX_DIMENSIONS:
+            raise ValueError(f"tensor {name} has {dimensions} dimensions (ggml's have at most {MAX_DIMENSIONS})")
         shape = tuple(cursor.take("<Q") for _ in range(dimensions))
         found.append((name, shape, cursor.take("<I"), cursor.take("<Q")))
     start = -(-cursor.at // alignment) * alignment

@@ -193,12 +193,17 @@ def pass_sample_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None
     return static + [best_forecast(depths, passes, forecaster) for depths in shapes]
 
 
-def shape_of(adapter: BitaAdapter, spec: str) -> Shape:
-    """The static tree or dynamic shape a stored forecast names ('dynamic:ROWS/DEPTH' or a tree spec)."""
+def shape_of(adapter: BitaAdapter, spec: str, candidates: set[str]) -> Shape:
+    """The static tree or dynamic shape a stored forecast names ('dynamic:ROWS/DEPTH' or a tree spec): one of
+    ``candidates`` (``candidate_trees``') or a dynamic tree of DYNAMIC_ROWS rows, the shapes ``auto`` forecasts;
+    ValueError for any other (a forecasts file shipped with someone's adapter names no shape of its own)."""
     if spec.startswith(DYNAMIC + ":"):
         rows, depth = map(int, spec[len(DYNAMIC) + 1:].split("/"))
-        return dynamic_shapes(adapter, rows, depth)[0]
-    return parse_tree_spec(spec)
+        if rows in DYNAMIC_ROWS:
+            return dynamic_shapes(adapter, rows, depth)[0]
+    elif spec in candidates:
+        return parse_tree_spec(spec)
+    raise ValueError(f"{spec[:40]!r} is not a shape auto forecasts")
 
 
 def stored_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None, compute: bool = True
@@ -213,7 +218,8 @@ def stored_forecasts(adapter: BitaAdapter, sampling: Sampling | None = None, com
     note = "" if found in (None, name) else f" (forecasts of {found}, the nearest stored setting)"
     if found is not None:
         try:
-            return [(shape_of(adapter, spec), guess) for spec, guess in
+            candidates = set(candidate_trees(adapter.n_masks))
+            return [(shape_of(adapter, spec, candidates), guess) for spec, guess in
                     forecast_store.from_entries(settings[found])], note
         except (ValueError, BitaError) as error:
             logger.warning("the stored forecasts of %s are unreadable (%s): forecasting again", found, error)

@@ -20,6 +20,12 @@ def device_of(model: nn.Module) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
+def bf16_hardware() -> bool:
+    """Whether this CPU computes bf16 products in hardware (AMX or AVX512-BF16) and oneDNN uses it."""
+    flags = set(cpu_info().get("flags", "").split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def cpu_info() -> dict[str, str]:
     """This CPU's /proc/cpuinfo fields (its first processor's; empty where there is none)."""
     cpuinfo = Path("/proc/cpuinfo")

@@ -56,7 +56,7 @@ from tqdm import tqdm
 
 from . import native
 from .blocks import blocks_of, held_types, with_blocks
-from .device import machine_key, median_seconds
+from .device import bf16_hardware, machine_key, median_seconds
 from .measured import ARITHMETIC_MARGIN, MIN_GAIN, measured
 
 STOCK, TRANSPOSED, PACKED, NATIVE, DOT, AMX = "stock", "transposed", "packed", "native", "dot", "amx"
@@ -93,11 +93,13 @@ class KernelPlan:
         return f"layers {self.layers}, head {self.head}"
 
     @classmethod
-    def from_entry(cls, entry: dict) -> KernelPlan:
-        """A plan as ``cached_plan`` stores it (ValueError where it names an unknown path)."""
-        if entry["layers"] not in PATHS or entry["head"] not in PATHS:
-            raise ValueError(f"not known paths: {entry['layers']!r}, {entry['head']!r}")
-        return cls(entry["layers"], entry["head"])
+    def from_entry(cls, entry: dict, offered: Sequence[str] = PATHS) -> KernelPlan:
+        """A plan as ``cached_plan`` stores it (ValueError where it names a path not ``offered``: STOCK or one of the
+        paths it was chosen among here)."""
+        layers, head = entry["layers"], entry["head"]
+        if not all(isinstance(path, str) and path in (STOCK, *offered) for path in (layers, head)):
+            raise ValueError(f"paths not offered here: {layers!r}, {head!r}")
+        return cls(layers, head)
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor | None:
@@ -110,13 +112,17 @@ def pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tuple[str, ...]:
-    """The paths a plan chooses among for weights like ``weight``: STOCK and TRANSPOSED always, PACKED where
-    oneDNN packs it, NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, DOT and AMX where
+    """The paths a plan chooses among for weights like ``weight``: torch's (STOCK, TRANSPOSED, and PACKED where
+    oneDNN packs it), except in bf16 on a CPU without bf16 products in hardware (``bf16_hardware``; STOCK alone
+    where no native path runs either): there the vendor GEMMs' emulated bf16 rounds a row otherwise in some passes
+    than alone (1 in 10 random passes of 32 rows on a Xeon of family 6 model 207 without AVX512-BF16; no row floor
+    catches it); NATIVE where native.py builds here (in ``native_folder``) and takes its dtype, DOT and AMX where
     their kernels run here too and the weight is bf16, BLOCKS (and BLOCKS_DOT where DOT runs) where the weight is
     held in GGUF blocks (``blocks_of``); where the native path cannot run, one warning (logged once) says why, and
     where the DOT or AMX path cannot, one info line."""
-    paths = [STOCK, TRANSPOSED]
-    if torch.backends.mkldnn.is_available() and pack(weight) is not None:
+    vendor = weight.dtype != torch.bfloat16 or bf16_hardware()  # emulated bf16 GEMMs are not row-invariant (below)
+    paths = [STOCK, TRANSPOSED] if vendor else []
+    if vendor and torch.backends.mkldnn.is_available() and pack(weight) is not None:
         paths.append(PACKED)
     why = native.unavailable(native_folder)
     if why is None and weight.dtype in native.DTYPES:
@@ -133,7 +139,7 @@ def offered_paths(weight: torch.Tensor, native_folder: Path | None = None) -> tu
     if blocks_of(weight) is not None:
         paths += [path for path in BLOCK_PATHS if native.KERNELS[path].unavailable() is None
                   and weight.dtype in native.KERNELS[path].dtypes and native.reads(path, weight)]
-    return tuple(paths)
+    return tuple(paths or [STOCK])  # no native path either: STOCK, and the row-invariance probe says what it is
 
 
 def weight_copy(path: str, weight: torch.Tensor) -> torch.Tensor | None:
@@ -328,4 +334,5 @@ def cached_plan(path: Path | None, layers: Sequence[Product], head: Product | No
         plan = plan_from(times)
         return {"layers": plan.layers, "head": plan.head, "seconds": times}
 
-    return measured(path, plan_key(layers, head, paths), "kernel plan", measure, KernelPlan.from_entry)
+    return measured(path, plan_key(layers, head, paths), "kernel plan", measure,
+                    lambda entry: KernelPlan.from_entry(entry, paths))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,8 +49,8 @@ def profile_path() -> Path:
 
 
 def read_entries(path: Path | None) -> tuple[dict, str | None]:
-    """The entries of the profile ``path`` ({} where there is none) and, where the file exists but cannot be used
-    (not JSON, not a profile, another format), why."""
+    """The entries of the profile ``path`` ({} where there is none; an entry that is not a dict left out: measured
+    again) and, where the file exists but cannot be used (not JSON, not a profile, another format), why."""
     if path is None or not path.is_file():
         return {}, None
     try:
@@ -60,16 +61,21 @@ def read_entries(path: Path | None) -> tuple[dict, str | None]:
         return {}, "it is not a machine profile"
     if profile.get("format") != PROFILE_FORMAT:
         return {}, f"it is of format {profile.get('format')!r}, not {PROFILE_FORMAT}"
-    return profile["entries"], None
+    return {key: entry for key, entry in profile["entries"].items() if isinstance(entry, dict)}, None
 
 
 def write_json(path: Path, data: dict, indent: int | None = None) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (a file of this process, then renamed): a reader never sees
-    half a file."""
+    """Write ``data`` as JSON to ``path`` atomically (a new file of a name no one can guess, ``mkstemp``'s, then
+    renamed): a reader never sees half a file, and no file planted beforehand is written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=indent))
-    temporary.replace(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(json.dumps(data, indent=indent))
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def write_entries(path: Path, entries: dict) -> None:

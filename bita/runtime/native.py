@@ -62,6 +62,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ..package_data import cache_root
 from .blocks import blocks_of
@@ -114,12 +115,20 @@ def _cache_folder() -> Path:
 
 def _private(directory: Path) -> None:
     """Create ``directory`` private (mode 0o700) where it is missing; refuse it where another user owns it or group
-    or others may write to it (a library found there is loaded and run)."""
+    or others may write to it, or where a folder above it (symbolic links resolved) is another user's (root's
+    aside) or writable by others without the sticky bit (as /tmp has): a library found there is loaded and run, and no
+    one else may swap it, or a folder on its way, between the check and the load."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     status = directory.stat()
     if status.st_uid != os.getuid() or status.st_mode & 0o022:
         raise RuntimeError(f"{directory} must be yours and writable by you alone (it is mode "
                            f"{status.st_mode & 0o777:o}, owner uid {status.st_uid}): chmod 700 it, or remove it")
+    for folder in directory.resolve().parents:
+        above = folder.stat()
+        if above.st_uid not in (os.getuid(), 0) or above.st_mode & 0o022 and not above.st_mode & 0o1000:
+            raise RuntimeError(f"{directory} lies in {folder}, which another user may change (mode "
+                               f"{above.st_mode & 0o7777:o}, owner uid {above.st_uid}): set BITA_CACHE to a folder "
+                               "of your own")
 
 
 def _digest() -> str:
@@ -420,7 +429,11 @@ def _pack_blocks(weight: torch.Tensor, spec: Kernel) -> torch.Tensor | None:
     if tuple(weight.shape) != (source.rows, source.columns):
         raise ValueError(f"native.pack: {source.name} blocks of [{source.rows}, {source.columns}] for a weight "
                          f"{list(weight.shape)}")
+    block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(source.type)]
     raw = torch.from_numpy(source.raw())
+    if tuple(raw.shape) != (source.rows, source.columns // block * block_bytes):  # what the C packer reads, no more
+        raise ValueError(f"native.pack: {source.name} blocks of {list(raw.shape)} bytes for a weight "
+                         f"[{source.rows}, {source.columns}]")
     packed = torch.empty(spec.packed_size(*weight.shape, source), dtype=torch.uint8)
     getattr(_library, spec.pack)(raw.data_ptr(), packed.data_ptr(), source.type, *weight.shape)
     return packed

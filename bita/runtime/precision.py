@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .blocks import held_types
-from .device import cpu_info, machine_key, median_seconds
+from .device import bf16_hardware, machine_key, median_seconds
 from . import native
 from .invariance import Invariance, probe_row_invariance
 from .measured import ARITHMETIC_MARGIN, measured
@@ -34,12 +34,6 @@ INVARIANCE_VERSION = "v9"  # v2: linears padded to their measured row floor; v3:
 #                             v8: the native stack in one call (the dtype choice's key holds no forward: its times
 #                             were of the Python loop's passes); v9: bf16 attention on AMX tiles where they run
 TIMED_CONTEXT, TIMED_ROWS, TIMED_REPEATS = 128, 8, 5
-
-
-def bf16_hardware() -> bool:
-    """Whether this CPU computes bf16 products in hardware (AMX or AVX512-BF16) and oneDNN uses it."""
-    flags = set(cpu_info().get("flags", "").split())
-    return bool(flags & {"amx_bf16", "avx512_bf16"}) and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def rule_for_this_cpu(timing: str) -> tuple[str, str]:

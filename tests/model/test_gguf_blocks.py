@@ -3,6 +3,7 @@ short or not a GGUF is refused in one line; a linear whose blocks are not its we
 read, stays dense and the line says so."""
 
 import logging
+import struct
 
 import numpy as np
 import pytest
@@ -114,3 +115,25 @@ def test_loading_a_gguf_cut_short_is_refused_in_one_line_and_converts_nothing(tm
         load_model(str(cut), device="cpu", weights="blocks")
     assert "\n" not in str(error.value)
     assert set(cache_root().iterdir()) - before == set()  # no converted checkpoint, not even half of one
+
+
+def header(tensors: int, values: int, body: bytes) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", 3, tensors, values) + body
+
+
+def text(value: str) -> bytes:
+    return struct.pack("<Q", len(value)) + value.encode()
+
+
+@pytest.mark.parametrize("data,message", [
+    (header(0, 1, text("general.alignment") + struct.pack("<II", 4, 0)), "alignment 0 is not a power of two"),
+    (header(0, 1, text("x") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 20_000), "nests arrays"),
+    (header(0, 1, struct.pack("<Q", 2 ** 62) + b"x"), "ends inside its header"),
+    (header(1, 0, text("w") + struct.pack("<I", 1000) + b"\0" * 64), "1000 dimensions"),
+], ids=["alignment-0", "arrays-20000-deep", "string-of-2^62", "1000-dimensions"])
+def test_a_crafted_header_is_refused_in_one_line(tmp_path, data, message):
+    crafted = tmp_path / "crafted.gguf"
+    crafted.write_bytes(data)
+    with pytest.raises(ValueError, match=message) as error:
+        tensor_index(crafted)
+    assert "\n" not in str(error.value)

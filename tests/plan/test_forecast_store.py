@@ -12,7 +12,7 @@ from bita.drafts.tree import parse_tree_spec
 from bita.model.adapter import BitaAdapter
 from bita.package_data import ADAPTERS
 from bita.plan import autotree, forecast_store
-from bita.plan.autotree import candidate_trees, stored_forecasts
+from bita.plan.autotree import candidate_trees, shape_of, stored_forecasts
 from bita.plan.dynamic_plan import DYNAMIC_ROWS
 from bita.plan.forecast_store import GREEDY, SHIPPED_SETTINGS, nearest, setting_name
 
@@ -76,3 +76,12 @@ def test_changed_statistics_never_reuse_anothers_forecasts(shipped, monkeypatch,
     monkeypatch.setattr(autotree, "pass_sample_forecasts", lambda adapter, sampling: computed.append(1) or [])
     stored_forecasts(changed, None, compute=False)  # nothing stored for these statistics: computed
     assert computed == [1]
+
+
+def test_a_stored_forecast_of_a_shape_auto_never_forecasts_is_refused(shipped):
+    """A forecasts file comes with someone's adapter: it may name only the shapes ``auto`` forecasts itself."""
+    candidates = set(candidate_trees(shipped.n_masks))
+    for spec in ("full:64,64,64", "efficient:9,9,9", "dynamic:500/2"):
+        with pytest.raises(ValueError, match="not a shape auto forecasts"):
+            shape_of(shipped, spec, candidates)
+    assert shape_of(shipped, "chain:1", candidates).spec == "chain:1"

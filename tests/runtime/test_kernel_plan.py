@@ -24,6 +24,7 @@ from bita.runtime.kernel_plan import (
     PACKED,
     PATHS,
     STOCK,
+    TRITON,
     DECODE_ROWS,
     TIMED_ROWS,
     TRANSPOSED,
@@ -47,6 +48,8 @@ def test_a_stored_plan_is_read_and_an_unknown_one_refused():
     for wrong in ({"layers": [STOCK, PACKED], "head": [STOCK]}, {"layers": "fast", "head": STOCK}, {"layers": STOCK}):
         with pytest.raises((ValueError, KeyError)):
             KernelPlan.from_entry(wrong)
+    with pytest.raises(ValueError, match="not offered here"):  # a known path this machine did not offer: crafted
+        KernelPlan.from_entry({"layers": TRITON, "head": STOCK}, offered=(STOCK, PACKED))
 
 
 def test_another_path_replaces_stock_only_when_clearly_faster():

@@ -65,6 +65,13 @@ def test_an_unreadable_entry_is_measured_again_with_one_line(tmp_path, caplog):
     assert cached(path, "key", "thing", measure, parse=lambda value: value["value"] * 10) == 10
 
 
+def test_an_entry_that_is_not_a_dict_is_measured_again_and_no_temporary_file_is_left(tmp_path):
+    path, measure = tmp_path / "profile.json", Measure()
+    path.write_text(profile({"key": ["crafted"], "other": 7}))
+    assert cached(path, "key", "thing", measure, parse=lambda value: value["value"]) == 1 and measure.calls == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.json", "profile.json.lock"]
+
+
 def test_a_stale_entry_is_measured_again_once_saying_why_and_observations_change_nothing_else(tmp_path, caplog,
                                                                                             monkeypatch):
     path, measure = tmp_path / "profile.json", Measure()

@@ -121,6 +121,20 @@ def test_a_folder_others_may_write_to_is_refused_in_one_line(monkeypatch, tmp_pa
     assert "chmod 700" in why and not list(folder.iterdir())  # nothing built, nothing loaded
 
 
+def test_a_private_folder_inside_one_others_may_write_to_is_refused_in_one_line(monkeypatch, tmp_path):
+    """Whoever may write to a folder above it may swap the library between the check and the load."""
+    forget_native(monkeypatch)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # no sticky bit, unlike /tmp
+    why = native.unavailable(shared / "native")
+    assert f"lies in {shared}, which another user may change" in why and "\n" not in why
+    shared.chmod(0o1777)  # as /tmp: others may not swap what is yours
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    forget_native(monkeypatch)
+    assert native.unavailable(shared / "native").endswith("no C compiler found (cc, gcc or clang; or set CC)")
+
+
 def test_the_name_changes_with_the_sources_the_flags_and_the_cpu(monkeypatch, tmp_path):
     name = native._digest()
     assert native._digest() == name

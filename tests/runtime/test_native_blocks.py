@@ -4,6 +4,8 @@ among any other rows; in bf16 it is the same alone and among others, and close t
 vdpbf16ps (where the CPU has AVX512-BF16: the dot sweep, integers summed a block at a time, then scaled). The packed
 copy is no larger than the file's blocks; what the kernels cannot read is refused or left to the dense paths."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -105,6 +107,9 @@ def test_what_the_kernels_cannot_read_is_left_to_the_dense_paths_or_refused(tmp_
     assert BLOCKS in kernel_plan.offered_paths(weight)
     with pytest.raises(ValueError, match="blocks of"):
         native.pack(with_blocks(torch.zeros(41, 64), source), BLOCKS)
+    short_rows = tuple(replace(part, row_bytes=part.row_bytes - 1) for part in source.parts)  # crafted: would read past
+    with pytest.raises(ValueError, match="bytes for a weight"):
+        native.pack(with_blocks(weight.clone(), replace(source, parts=short_rows)), BLOCKS)
     packed = native.pack(weight, BLOCKS)
     with pytest.raises(ValueError):  # another weight's copy
         native.linear(torch.randn(2, 64), packed, None, 41, kernel=BLOCKS)

@@ -4,6 +4,7 @@ import pytest
 from viz_records import N_MASKS, N_PROMPT, PROMPT, decode, generation, long_record, ngram_record, prefill_record
 
 from bita.decode.records import StepRecord
+from viz import attention
 from viz.attention import attention_figure, cell_codes, key_columns, row_labels, thinned_ticks
 from viz.draft_tree import draft_tree_figure
 from viz.palette import ATTENTION_COLORS, BONUS_COLOR, REJECTED_COLOR, ROOT_COLOR, depth_color, role_color
@@ -66,6 +67,15 @@ def test_long_pass_heatmap_thins_ticks_and_grows_with_rows():
     assert heatmap.text[0][2] == "root ␣sat → ␣the: allowed<br>cached context: every row sees it"
     assert thinned_ticks(list("abc")) == ([0, 1, 2], ["a", "b", "c"])
     assert thinned_ticks(list("abcde"), limit=2, keep=[1]) == ([0, 1, 3], ["a", "b", "d"])
+
+
+def test_a_mask_past_the_hover_bound_is_drawn_without_a_string_a_cell_and_within_a_height(monkeypatch):
+    """A pass of many rows (a long prefill, a crafted file) costs no string a cell: memory stays linear in the mask."""
+    monkeypatch.setattr(attention, "MAX_HOVER_CELLS", 100)
+    figure = attention_figure(long_record(), decode, context_tokens=[5] * 300)
+    assert figure.data[0].text is None and figure.data[0].hoverinfo == "x+y+z" and len(figure.data[0].z) == 65
+    monkeypatch.setattr(attention, "MAX_HEIGHT", 500)
+    assert attention_figure(long_record(), decode, context_tokens=[5] * 300).layout.height == 500
 
 
 def test_prefill_heatmap_labels_prompt_rows_from_context():
