@@ -94,7 +94,7 @@ def planned_tiny(arch: str, dtype: torch.dtype, lean: bool = True, model: torch.
 
     model = (model if model is not None else tiny_model(arch)).to(dtype)
     offered = offered_paths(torch.zeros(8, 8, dtype=dtype))
-    path = path or next(path for path in (PACKED, NATIVE, STOCK) if path in offered or path == STOCK)
+    path = path or next((path for path in (PACKED, NATIVE) if path in offered), STOCK)
     return prepare(model, "auto", plan=KernelPlan(path, path), lean=lean)
 
 

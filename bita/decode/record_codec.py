@@ -8,6 +8,7 @@ a ValueError, TypeError or KeyError names what does not, for a file cut short or
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import types
 import typing
@@ -108,15 +109,26 @@ def of_type(value, hint) -> bool:
         return all(of_type(item, args[0]) for item in value)
     if is_dataclass(hint):
         return isinstance(value, hint) and mistyped(value) is None
-    plain = {type(None): lambda: value is None, bool: lambda: isinstance(value, bool), int: lambda: is_whole(value),
-             str: lambda: isinstance(value, str),
-             float: lambda: (is_whole(value) or isinstance(value, float)) and math.isfinite(value)}
-    return plain.get(hint, lambda: True)()
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return is_whole(value)
+    if hint is float:
+        return (is_whole(value) or isinstance(value, float)) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    return value is None if hint is type(None) else True
+
+
+@functools.cache
+def _field_hints(kind: type) -> dict:
+    """The dataclass ``kind``'s fields' annotations, resolved once (``typing.get_type_hints`` evaluates them)."""
+    return typing.get_type_hints(kind)
 
 
 def mistyped(record) -> str | None:
     """The name of the first field of the dataclass ``record`` not of its annotated type (``of_type``), or None."""
-    hints = typing.get_type_hints(type(record))
+    hints = _field_hints(type(record))
     return next((f.name for f in fields(record) if not of_type(getattr(record, f.name), hints[f.name])), None)
 
 
@@ -137,7 +149,7 @@ def check_step(record: StepRecord) -> None:
         (all(set(parts(n.source)) <= set(SOURCES) for n in record.nodes), "a draft's source is not one bita names"),
         (all(map(is_id, [record.root, record.bonus, *record.accepted, *record.emitted,
                          *(n.token for n in record.nodes)])), "a token id is not a whole number"),
-        (all(isinstance(n.parent, int) and -1 <= n.parent < i and n.status in (ACCEPTED, REJECTED)
+        (all(-1 <= n.parent < i and n.status in (ACCEPTED, REJECTED)
              for i, n in enumerate(record.nodes)), "a draft node's parent or status is not one a tree has"),
     ]
     for holds, problem in problems:

@@ -18,7 +18,6 @@ Shapes of trees (see ``parse_tree_spec``):
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple

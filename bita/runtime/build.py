@@ -45,7 +45,8 @@ FP32_TOLERANCE, HALF_TOLERANCE = 1e-4, 0.2
 
 
 def prepare(model: nn.Module, kernels: str = "auto", plan: KernelPlan | None = None, plan_file: Path | None = None,
-            lean: bool = True, probe_file: Path | None = None, weights: str = "auto", eight_bit: bool = False) -> Runtime:
+            lean: bool = True, probe_file: Path | None = None, weights: str = "auto",
+            eight_bit: bool = False) -> Runtime:
     """``model``'s runtime, not yet probed: ``kernels`` installed (kernels.py: ``plan`` as given, else the plan
     cached in ``plan_file``, else measured; ``weights``: which a GGUF's blocks may replace; ``eight_bit``: whether the
     plan may take 8-bit activations on them) and its forward chosen (the

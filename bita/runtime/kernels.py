@@ -101,7 +101,8 @@ def apply_kernels(model: nn.Module, kernels: str = "auto", plan_file: Path | Non
     ``weights`` "blocks": linears held in GGUF blocks (runtime/blocks.py) choose among the blocks paths alone,
     "blocks-q8": BLOCKS_Q8 alone. BLOCKS_Q8, whose 8-bit activations change the arithmetic, is offered otherwise only
     where ``eight_bit`` (``--dtype auto``: the arithmetic is the measurement's to choose). A linear whose path reads its
-    blocks drops its dense weight (a meta tensor keeps its shape), unless the input embedding shares it. The weights must stay frozen afterwards: the transposed and packed copies are not updated."""
+    blocks drops its dense weight (a meta tensor keeps its shape), unless the input embedding shares it. The weights
+    must stay frozen afterwards: the transposed and packed copies are not updated."""
     if kernels not in KERNELS:
         raise BitaError(f"unknown kernels {kernels!r}: choose {' or '.join(KERNELS)}")
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
